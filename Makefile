@@ -1,0 +1,46 @@
+# Thin wrapper around CMake. The two commands a new machine needs:
+#   make run    install missing Debian packages, build, run the demo on CPUs
+#   make test   build and run the whole test suite (what CI runs)
+BUILD       ?= build
+BUILD_TYPE  ?= RelWithDebInfo
+JOBS        ?= $(shell nproc)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+# Tests run at most this many at a time (each spawns several ranks).
+TEST_JOBS   ?= 2
+
+.PHONY: all deps configure build run test test-asan test-tsan bench gpu-check docs-check clean
+
+all: build
+
+deps:
+	@scripts/setup-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	scripts/demo.sh $(BUILD)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|bench' $(CTEST_FLAGS)
+
+test-asan:
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=address -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
+
+test-tsan:
+	$(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
+
+bench: build
+	scripts/bench.sh $(BUILD)
+
+gpu-check:
+	scripts/gpu-check.sh
+
+clean:
+	rm -rf build build-asan build-tsan

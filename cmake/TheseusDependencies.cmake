@@ -1,0 +1,38 @@
+# Third-party dependencies, all from Debian packages (scripts/setup-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(tinyxml2 QUIET CONFIG)
+if(NOT tinyxml2_FOUND)
+  find_library(TINYXML2_LIB tinyxml2 REQUIRED)
+  add_library(tinyxml2::tinyxml2 UNKNOWN IMPORTED)
+  set_target_properties(tinyxml2::tinyxml2 PROPERTIES IMPORTED_LOCATION ${TINYXML2_LIB})
+endif()
+
+# MPI is optional: it builds the OpenMPI comparison program and mpirun support in the harness.
+find_package(MPI COMPONENTS C CXX QUIET)
+
+# CUDA is optional. The runtime is linked statically so the library loads without a driver.
+set(THESEUS_HAVE_CUDA OFF)
+if(NOT THESEUS_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    include(CheckLanguage)
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      set(THESEUS_HAVE_CUDA ON)
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+        # Volta..Hopper real code plus PTX for newer parts.
+        set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90-real 90-virtual)
+      endif()
+      enable_language(CUDA)
+    endif()
+  endif()
+  if(THESEUS_CUDA STREQUAL "ON" AND NOT THESEUS_HAVE_CUDA)
+    message(FATAL_ERROR "THESEUS_CUDA=ON but no CUDA toolkit/nvcc was found")
+  endif()
+endif()
+message(STATUS "Theseus: CUDA parts ${THESEUS_HAVE_CUDA}; MPI ${MPI_CXX_FOUND}")
+
+# The reference NCCL (for ABI tests), shipped with the CUDA toolkit on dev machines.
+find_path(THESEUS_REF_NCCL_INCLUDE nccl.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include NO_DEFAULT_PATH)
+find_library(THESEUS_REF_NCCL_LIB NAMES libnccl.so.2 nccl PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib /usr/local/cuda/lib64 NO_DEFAULT_PATH)

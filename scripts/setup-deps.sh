@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Theseus needs to build and test, and only those
+# that are missing. Safe to run repeatedly; does nothing when all are present.
+set -euo pipefail
+
+# package -> why we need it
+required=(
+  cmake            # the build
+  g++              # C++20 compiler
+  make
+  pkg-config
+  nlohmann-json3-dev   # JSON schedules, policies, attributes
+  libtinyxml2-dev      # MSCCL XML import
+  libgtest-dev         # unit and multi-process tests
+  libgmock-dev
+  libbenchmark-dev     # micro-benchmarks
+  openmpi-bin          # peer library for side-by-side benchmarks, mpirun
+  libopenmpi-dev
+  iproute2             # network namespaces for multi-host tests
+  gnuplot-nox          # benchmark plots
+  procps
+)
+
+missing=()
+for p in "${required[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "theseus: missing Debian packages: ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO=sudo
+  else
+    echo "theseus: not root and no password-less sudo; install them with:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; then
+  $SUDO apt-get update
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,100 @@
+// Communicator: what an ncclComm_t points to. It ties together the bootstrap
+// (identity, control channel), the transports (data connections) and the
+// collective engine (sequence numbers, schedules, executor state), and holds
+// the asynchronous state that other threads poll.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "comm/config.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "nccl.h"
+#include "transport/transport_manager.h"
+
+namespace theseus::comm {
+
+class CollectiveEngine;  // src/comm/collective_engine.h
+
+enum class Lifecycle : int { kInitializing, kReady, kFinalizing, kFinalized, kFailed };
+
+class Communicator {
+ public:
+  static constexpr uint64_t kLiveMagic = 0x5448455345555321ull;  // "THESEUS!"
+  static constexpr uint64_t kDeadMagic = 0xdeadc011deadc011ull;
+
+  Communicator();
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  bool handleIsValid() const { return magic_ == kLiveMagic; }
+
+  // Identity (valid once initialised).
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int cudaDev() const { return cudaDev_; }
+  uint64_t commHash() const { return commHash_; }
+  const CommConfig& config() const { return config_; }
+
+  bootstrap::Bootstrap* bootstrap() const { return bootstrap_.get(); }
+  transport::TransportManager* transports() const { return transports_.get(); }
+  CollectiveEngine* engine() const { return engine_.get(); }
+
+  // ncclCommGetAsyncError: an atomic load, callable from any thread at any time.
+  ncclResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+  // Records the first real error (kept, with its message, until destroy) or moves
+  // ncclInProgress -> ncclSuccess when initialisation completes.
+  void setAsyncError(ncclResult_t code, const std::string& why = "");
+  std::string asyncErrorMessage() const;
+
+  AbortFlag& abortFlag() { return abort_; }
+  const AbortFlag& abortFlag() const { return abort_; }
+
+  Lifecycle lifecycle() const { return lifecycle_.load(std::memory_order_acquire); }
+  void setLifecycle(Lifecycle s) { lifecycle_.store(s, std::memory_order_release); }
+
+  // Set once by the init path (lifecycle.cc).
+  void setIdentity(int rank, int nranks, int cudaDev, uint64_t commHash);
+  void setConfig(const CommConfig& c) { config_ = c; }
+  void setBootstrap(std::unique_ptr<bootstrap::Bootstrap> b);
+  void setTransports(std::unique_ptr<transport::TransportManager> t);
+  void setEngine(std::unique_ptr<CollectiveEngine> e);
+
+  // Tears down engine, transports and bootstrap in that order (idempotent).
+  void releaseResources();
+
+ private:
+  uint64_t magic_ = kLiveMagic;  // first, so a stale or garbage handle is caught cheaply
+  int rank_ = -1;
+  int nranks_ = 0;
+  int cudaDev_ = -1;
+  uint64_t commHash_ = 0;
+  CommConfig config_;
+  std::atomic<ncclResult_t> asyncError_{ncclInProgress};
+  std::atomic<Lifecycle> lifecycle_{Lifecycle::kInitializing};
+  mutable std::mutex errorMutex_;
+  std::string asyncErrorMessage_;
+  AbortFlag abort_;
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
+  std::unique_ptr<transport::TransportManager> transports_;
+  std::unique_ptr<CollectiveEngine> engine_;
+
+  friend struct Reaper;
+ public:
+  // Marks the handle dead before the memory is freed (destroy/abort).
+  void invalidateHandle() { magic_ = kDeadMagic; }
+};
+
+// Checks a handle passed by the user: non-null, not garbage, not destroyed.
+Result<Communicator*> fromHandle(ncclComm_t comm);
+
+}  // namespace theseus::comm
+
+// The opaque type of nccl.h.
+struct ncclComm final : public theseus::comm::Communicator {};

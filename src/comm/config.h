@@ -1,0 +1,33 @@
+// Communicator configuration: ncclConfig_t read safely (size- and
+// version-aware, never past the caller's struct), defaults applied, NCCL_*
+// environment overrides applied (environment wins, as in NCCL), validated.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "nccl.h"
+
+namespace theseus::comm {
+
+struct CommConfig {
+  bool blocking = true;
+  int cgaClusterSize = 4;
+  int minCTAs = 1;
+  int maxCTAs = 64;
+  std::string netName;       // copied; empty = any
+  bool splitShare = false;
+  int trafficClass = NCCL_CONFIG_UNDEF_INT;
+  std::string commName;      // copied
+  bool collnetEnable = false;
+  int ctaPolicy = NCCL_CTA_POLICY_DEFAULT;
+  bool shrinkShare = false;
+  int nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
+  int nChannelsPerNetPeer = NCCL_CONFIG_UNDEF_INT;
+  bool nvlinkCentricSched = false;
+};
+
+// `user` may be NULL (defaults, or `inherit` when given: split/shrink).
+Status parseConfig(const ncclConfig_t* user, const CommConfig* inherit, CommConfig* out);
+
+}  // namespace theseus::comm

@@ -1,0 +1,52 @@
+// Deadlines and the abort flag: every blocking wait in Theseus takes both
+// (invariant 3, "nothing waits forever") and reports what it waited for.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace theseus {
+
+using Clock = std::chrono::steady_clock;
+
+inline uint64_t nowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+class Deadline {
+ public:
+  // A deadline `ms` milliseconds from now; ms < 0 means never.
+  static Deadline afterMs(int64_t ms) {
+    Deadline d;
+    d.never_ = ms < 0;
+    if (!d.never_) d.at_ = Clock::now() + std::chrono::milliseconds(ms);
+    return d;
+  }
+  static Deadline never() { return afterMs(-1); }
+  bool expired() const { return !never_ && Clock::now() >= at_; }
+  // Milliseconds left, clamped to [0, cap]; `cap` when there is no deadline.
+  int64_t remainingMs(int64_t cap = INT32_MAX) const {
+    if (never_) return cap;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    if (left < 0) return 0;
+    return left < cap ? left : cap;
+  }
+
+ private:
+  bool never_ = true;
+  Clock::time_point at_{};
+};
+
+// Set by ncclCommAbort (from any thread) and by fatal peer failures; polled by waits.
+class AbortFlag {
+ public:
+  void set() { flag_.store(true, std::memory_order_release); }
+  bool isSet() const { return flag_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+}  // namespace theseus

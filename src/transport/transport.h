@@ -1,0 +1,92 @@
+// Transport interfaces: how the executor moves bytes to and from one peer.
+//
+// A connection is one direction of an in-order message stream between two
+// ranks on one channel. The executor is a single-threaded progress engine, so
+// every call here is non-blocking: "try" calls return false when the peer is
+// not ready and the executor moves on to other work, calling progress() and,
+// when nothing anywhere can move, TransportManager::waitForActivity().
+//
+// Messages come in two kinds:
+//  * inline  — the sender writes up to slotBytes() into a FIFO slot it
+//              acquired (the executor copies or reduces straight into the slot,
+//              so a fused reduce-send costs no extra pass);
+//  * direct  — the sender publishes only where its data lives, and the receiver
+//              reads it in place (zero-copy; only for memory the peer can map,
+//              see SharedMemoryRegistry). The sender must not modify that memory
+//              until consumed(ticket) says the receiver released the message.
+// Each message carries a 32-bit tag chosen by the executor (collective sequence
+// and step); a receiver that sees an unexpected tag or size reports a
+// mismatched collective instead of corrupting data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+
+namespace theseus::transport {
+
+enum class Kind : uint8_t { kShm, kSocket, kCudaIpc, kIb };
+const char* kindName(Kind k);
+
+struct SendSlot {
+  void* data = nullptr;      // where to write the inline payload
+  size_t capacity = 0;       // == slotBytes()
+};
+
+class SendConnection {
+ public:
+  virtual ~SendConnection() = default;
+  virtual Kind kind() const = 0;
+  virtual int peer() const = 0;
+  // Largest inline payload; the executor never makes a slice larger than this.
+  virtual size_t slotBytes() const = 0;
+  // A free FIFO slot, or false when the FIFO is full. At most one acquired,
+  // uncommitted slot per connection at a time.
+  virtual bool tryAcquire(SendSlot* slot) = 0;
+  // Publishes the acquired slot with `bytes` of payload. Returns its ticket (1, 2, 3, ...).
+  virtual uint64_t commitInline(size_t bytes, uint32_t tag) = 0;
+  // True when the peer can read [src, src + bytes) in place.
+  virtual bool canSendDirect(const void* src, size_t bytes) const = 0;
+  // Publishes a direct message in the acquired slot instead of inline bytes.
+  virtual uint64_t commitDirect(const void* src, size_t bytes, uint32_t tag) = 0;
+  // True once the peer released the message with this ticket (and all before it).
+  virtual bool consumed(uint64_t ticket) const = 0;
+  // Moves queued bytes (sockets); returns an error when the peer is gone.
+  virtual Status progress() = 0;
+};
+
+struct RecvMessage {
+  const void* data = nullptr;  // payload, readable until release()
+  size_t bytes = 0;
+  uint32_t tag = 0;
+  bool direct = false;         // data points into the sender's memory
+};
+
+class RecvConnection {
+ public:
+  virtual ~RecvConnection() = default;
+  virtual Kind kind() const = 0;
+  virtual int peer() const = 0;
+  // The next message in order, or false when none has arrived yet. Calling it
+  // again before release() returns the same message.
+  virtual bool tryPeek(RecvMessage* msg) = 0;
+  // Done with the message returned by tryPeek; the slot goes back to the sender.
+  virtual void release() = 0;
+  virtual Status progress() = 0;
+};
+
+// Per-peer counters the transports maintain; attributes and policies read them.
+struct PeerStats {
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t messagesSent = 0;
+  uint64_t messagesReceived = 0;
+  uint64_t sendBusyNs = 0;     // time the sender had data queued for this peer
+  uint64_t recvWaitNs = 0;     // time the executor waited on this peer's data
+  double sendGBps() const { return sendBusyNs ? double(bytesSent) / double(sendBusyNs) : 0.0; }
+};
+
+}  // namespace theseus::transport

@@ -1,0 +1,61 @@
+// TransportManager: owns every connection of one communicator and picks the
+// transport per peer: shared memory between ranks of one host (unless
+// NCCL_SHM_DISABLE=1), TCP sockets between hosts (several sockets per peer
+// where it helps). Later: CUDA IPC and verbs.
+//
+// Connections are made lazily, the first time a program needs a peer, or
+// eagerly through prepare() (the control plane calls it before a schedule swap
+// takes effect, so the first collective on a new schedule does not pay for
+// connection setup). Both sides of a pair may ask in any order: shared-memory
+// FIFOs live in the receiver's segment, mapped at init; TCP connections go
+// through Bootstrap::connectTo/acceptFrom, which never deadlocks.
+//
+// Waiting: the executor polls connections; when nothing moves it calls
+// waitForActivity(), which sleeps until a peer signals this rank (a futex
+// doorbell in shared memory, socket readiness) or the timeout passes — so
+// ranks that outnumber cores do not burn CPU the peers need.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace theseus::transport {
+
+struct TransportOptions {
+  int maxChannels = 1;          // connections per peer and direction
+  int64_t connectTimeoutMs = 0; // THESEUS_CONNECT_TIMEOUT_MS when 0
+  const AbortFlag* abort = nullptr;
+};
+
+class TransportManager {
+ public:
+  virtual ~TransportManager() = default;
+
+  // The connection to/from `peer` on `channel`, created on first use (may block
+  // up to the connect timeout; honours the abort flag).
+  virtual Result<SendConnection*> sendConnection(int peer, int channel) = 0;
+  virtual Result<RecvConnection*> recvConnection(int peer, int channel) = 0;
+  // Creates the listed connections now (both directions per peer).
+  virtual Status prepare(const std::vector<int>& peers, int channels) = 0;
+
+  // Which transport serves a peer (without connecting).
+  virtual Kind kindFor(int peer) const = 0;
+
+  // Activity doorbell: take a token, check your conditions, then wait on the token.
+  virtual uint64_t activityToken() const = 0;
+  virtual void waitForActivity(uint64_t token, int64_t timeoutUs) = 0;
+
+  // Counters per peer (index = rank), for attributes and telemetry.
+  virtual PeerStats stats(int peer) const = 0;
+};
+
+Result<std::unique_ptr<TransportManager>> createTransportManager(bootstrap::Bootstrap& bootstrap,
+                                                                 const TransportOptions& options);
+
+}  // namespace theseus::transport
