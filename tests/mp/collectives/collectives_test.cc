@@ -1,0 +1,151 @@
+// The collectives correctness matrix: collectives x datatypes x ops x schedules
+// x rank counts {1,2,3,4,5,8} x sizes (0, 1, odd, around slice boundaries,
+// several MiB), in place and out of place, with ncclMemAlloc'd (zero-copy) and
+// malloc'd (staged) buffers. Every rank checks its own output against the
+// reference computed independently in reference.cc.
+//
+// Each (rank count, schedule) pair is one spawn of real rank processes; the
+// schedule is forced with NCCL_ALGO=<schedule name> (a schedule that does not
+// serve a collective falls back to one that does).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "collective_check.h"
+#include "mp_test.h"
+#include "reference.h"
+
+using namespace theseus::test;
+
+namespace {
+
+const Coll kAllColls[] = {Coll::kAllReduce, Coll::kBroadcast,   Coll::kReduce, Coll::kAllGather,
+                          Coll::kReduceScatter, Coll::kAlltoAll, Coll::kGather, Coll::kScatter};
+const ncclDataType_t kAllTypes[] = {ncclInt8,  ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
+                                    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+const ncclRedOp_t kAllOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, ncclNumOps /* PreMulSum */};
+
+// Runs every case of the given plan; stops at the first failure.
+int runCases(const RankContext& ctx, ncclComm_t comm, const std::vector<CheckCase>& cases) {
+  for (const CheckCase& c : cases) {
+    std::string why;
+    if (!runCheck(comm, ctx.rank, ctx.nranks, c, &why)) {
+      fprintf(stderr, "[rank %d] FAILED %s: %s\n", ctx.rank, describe(c).c_str(), why.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Case lists. "types": every type and op at small sizes; "sizes": sizes around
+// slice boundaries and several MiB for a few types.
+std::vector<CheckCase> typeCases(int nranks) {
+  std::vector<CheckCase> out;
+  int salt = 0;
+  const size_t counts[] = {0, 1, 7, 1023};
+  for (Coll coll : kAllColls) {
+    for (ncclDataType_t t : kAllTypes) {
+      std::vector<ncclRedOp_t> ops = collReduces(coll) ? std::vector<ncclRedOp_t>(std::begin(kAllOps), std::end(kAllOps))
+                                                       : std::vector<ncclRedOp_t>{ncclSum};
+      for (ncclRedOp_t op : ops) {
+        for (size_t count : counts) {
+          for (int inPlace = 0; inPlace < 2; ++inPlace) {
+            CheckCase c;
+            c.coll = coll;
+            c.type = t;
+            c.op = op;
+            c.count = count;
+            c.inPlace = inPlace;
+            c.root = collRooted(coll) ? (salt % nranks) : 0;
+            c.memAlloc = (salt % 2) == 0;
+            c.salt = salt++;
+            out.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<CheckCase> sizeCases(int nranks, bool large) {
+  std::vector<CheckCase> out;
+  int salt = 1000;
+  const size_t slice = 128 << 10;  // default THESEUS_SLICE_BYTES
+  std::vector<size_t> bytes = {slice - 4, slice, slice + 4, 3 * slice + 12, 1000003};
+  if (large) bytes.push_back((5 << 20) + 36);
+  for (Coll coll : kAllColls) {
+    for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclBfloat16}) {
+      for (size_t b : bytes) {
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          CheckCase c;
+          c.coll = coll;
+          c.type = t;
+          c.op = t == ncclInt8 ? ncclMax : ncclSum;
+          c.count = b / typeBytes(t) / ((coll == Coll::kAllReduce || coll == Coll::kBroadcast || coll == Coll::kReduce)
+                                            ? 1 : static_cast<size_t>(nranks));
+          c.inPlace = inPlace;
+          c.root = collRooted(coll) ? (nranks - 1 - salt % nranks) : 0;
+          c.memAlloc = (salt % 2) == 1;
+          c.salt = salt++;
+          out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// args: {"types"|"sizes"|"large"}
+THESEUS_RANK_FN(matrix_body) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::string mode = ctx.args.empty() ? "types" : ctx.args[0];
+  std::vector<CheckCase> cases =
+      mode == "types" ? typeCases(ctx.nranks) : sizeCases(ctx.nranks, mode == "large");
+  int rc = runCases(ctx, comm, cases);
+  RANK_NCCL(ncclCommDestroy(comm));
+  return rc;
+}
+
+struct MatrixParam {
+  int nranks;
+  const char* schedule;  // NCCL_ALGO value; "" = default policy
+  const char* mode;
+};
+
+class CollectivesMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+TEST_P(CollectivesMatrix, AllCorrect) {
+  const MatrixParam& p = GetParam();
+  SpawnOptions opts;
+  opts.timeoutSec = 600;
+  opts.args = {p.mode};
+  if (*p.schedule) opts.env["NCCL_ALGO"] = p.schedule;
+  opts.env["THESEUS_STALL_TIMEOUT_MS"] = "60000";
+  EXPECT_RANKS_OK(runRanks("matrix_body", p.nranks, opts));
+}
+
+std::vector<MatrixParam> matrixParams() {
+  std::vector<MatrixParam> v;
+  const char* schedules[] = {"", "ring", "tree", "double_binary_tree", "recursive_doubling", "halving_doubling",
+                             "direct", "hierarchical"};
+  for (int n : {1, 2, 3, 4, 5, 8}) {
+    for (const char* s : schedules) {
+      v.push_back({n, s, "types"});
+      v.push_back({n, s, n <= 4 ? "large" : "sizes"});
+    }
+  }
+  return v;
+}
+
+std::string paramName(const ::testing::TestParamInfo<MatrixParam>& info) {
+  std::string s = *info.param.schedule ? info.param.schedule : "default";
+  return std::to_string(info.param.nranks) + "ranks_" + s + "_" + info.param.mode;
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, CollectivesMatrix, ::testing::ValuesIn(matrixParams()), paramName);

@@ -1,0 +1,57 @@
+// theseus-config: prints every configuration knob Theseus declares (name,
+// type, default, help), as text or as the Markdown table of
+// docs/configuration.md (a test keeps that file in sync with this output).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/knobs.h"
+
+namespace {
+
+const char* typeName(theseus::KnobType t) {
+  switch (t) {
+    case theseus::KnobType::kInt: return "int";
+    case theseus::KnobType::kBool: return "bool";
+    case theseus::KnobType::kString: return "string";
+    case theseus::KnobType::kDouble: return "double";
+  }
+  return "?";
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  return out;
+}
+
+int usage() {
+  fprintf(stderr, "usage: theseus-config [--list | --markdown]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool markdown = false;
+  if (argc > 2) return usage();
+  if (argc == 2) {
+    if (strcmp(argv[1], "--markdown") == 0) markdown = true;
+    else if (strcmp(argv[1], "--list") != 0) return usage();
+  }
+  auto knobs = theseus::allKnobs();
+  if (markdown) {
+    printf("| Variable | Type | Default | Meaning |\n|---|---|---|---|\n");
+    for (const auto* k : knobs)
+      printf("| `%s` | %s | %s | %s |\n", k->name, typeName(k->type),
+             k->defaultText.empty() ? "(unset)" : ("`" + escape(k->defaultText) + "`").c_str(), escape(k->help).c_str());
+    return 0;
+  }
+  for (const auto* k : knobs)
+    printf("%-40s %-7s default=%-12s %s\n", k->name, typeName(k->type),
+           k->defaultText.empty() ? "(unset)" : k->defaultText.c_str(), k->help);
+  return 0;
+}
