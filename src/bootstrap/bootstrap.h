@@ -96,6 +96,8 @@ class Bootstrap {
   virtual void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback) = 0;
   // Ranks known to have failed so far.
   virtual std::vector<int> failedRanks() const = 0;
+  // Ranks that left cleanly (destroyed their communicator, or exited) so far.
+  virtual std::vector<int> departedRanks() const { return {}; }
 
   // TCP data connections to/from a peer; `tag` distinguishes several per pair
   // (channel, purpose). The returned fd is connected, blocking, owned by the caller.
@@ -104,6 +106,8 @@ class Bootstrap {
 
   // Leaves cleanly (BYE) and stops the control thread. Idempotent; the destructor calls it.
   virtual void close() = 0;
+  // Leaves without BYE, so peers see this rank fail (ncclCommAbort). Idempotent.
+  virtual void abandon() { close(); }
 };
 
 // ncclGetUniqueId: with NCCL_COMM_ID set, encodes that address (no listener);

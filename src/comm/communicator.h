@@ -69,6 +69,12 @@ class Communicator {
   // Tears down engine, transports and bootstrap in that order (idempotent).
   void releaseResources();
 
+  // Lifecycle bookkeeping (jobs and operations in flight, finalize/revoke
+  // state), defined and owned by comm/lifecycle*.cc; outlives the handle.
+  struct LifecycleState;
+  LifecycleState* lifecycleState() const { return lifecycleState_; }
+  void setLifecycleState(LifecycleState* s) { lifecycleState_ = s; }
+
  private:
   uint64_t magic_ = kLiveMagic;  // first, so a stale or garbage handle is caught cheaply
   int rank_ = -1;
@@ -84,6 +90,7 @@ class Communicator {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<transport::TransportManager> transports_;
   std::unique_ptr<CollectiveEngine> engine_;
+  LifecycleState* lifecycleState_ = nullptr;
 
   friend struct Reaper;
  public:

@@ -22,7 +22,6 @@ Status commFinalize(Communicator*) { return notYet("ncclCommFinalize"); }
 Status commDestroy(Communicator*) { return notYet("ncclCommDestroy"); }
 Status commAbort(Communicator*) { return notYet("ncclCommAbort"); }
 Status commRevoke(Communicator*, int) { return notYet("ncclCommRevoke"); }
-Status parseConfig(const ncclConfig_t*, const CommConfig*, CommConfig*) { return notYet("parseConfig"); }
 Status groupStart() { return notYet("ncclGroupStart"); }
 Status groupEnd() { return notYet("ncclGroupEnd"); }
 Status groupSimulateEnd(ncclSimInfo_t*) { return notYet("ncclGroupSimulateEnd"); }
