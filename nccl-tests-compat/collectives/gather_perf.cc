@@ -1,0 +1,39 @@
+// gather_perf: ncclGather. The root's output holds every rank's `count`
+// elements in rank order; other ranks' outputs are undefined. busbw factor
+// (n-1)/n of the gathered size.
+#include "perf_coll.h"
+#include "perf_nccl_calls.h"
+
+namespace theseus::perf {
+namespace {
+
+class GatherTest final : public CollectiveTest {
+ public:
+  const char* program() const override { return "gather_perf"; }
+  bool usesRoot() const override { return true; }
+  CollCounts counts(size_t count, size_t eltSize, int n) const override {
+    size_t base = alignedPerRank(count, eltSize, n);
+    return {base, base * n, base, base, 0};
+  }
+  void bandwidth(size_t count, size_t eltSize, double sec, int n, double* algBw, double* busBw) const override {
+    *algBw = static_cast<double>(count * n * eltSize) / 1.0e9 / sec;
+    *busBw = *algBw * (static_cast<double>(n - 1) / n);
+  }
+  ncclResult_t run(const CollCall& c) const override {
+    return nccl().gather(c.sendbuff, c.recvbuff, c.count, c.type, c.root, c.comm, c.stream);
+  }
+  bool hasOutput(int rank, int root) const override { return rank == root; }
+  void expected(const InputModel& in, int, int, const CollCounts& k, void* out) const override {
+    char* o = static_cast<char*>(out);
+    for (int s = 0; s < in.nranks(); ++s) in.fillInput(s, 0, k.paramCount, o + s * k.paramCount * in.eltSize());
+  }
+};
+
+}  // namespace
+
+const CollectiveTest& gatherTest() {
+  static const GatherTest t;
+  return t;
+}
+
+}  // namespace theseus::perf

@@ -1,0 +1,15 @@
+// The measurement loops run by every worker thread, in nccl-tests' order:
+// for each run cycle, datatype, operation and root: warm up at the largest and
+// smallest size, then for each size an out-of-place and an in-place
+// measurement, each followed by the -c data checks.
+#pragma once
+
+#include <vector>
+
+#include "perf_context.h"
+
+namespace theseus::perf {
+
+Status runBenchmarks(ThreadCtx& t);
+
+}  // namespace theseus::perf
