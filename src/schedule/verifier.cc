@@ -9,6 +9,7 @@
 // sub-chunk would transfer different byte counts for some unit size.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <tuple>
 
 #include "schedule/analysis.h"
@@ -93,58 +94,44 @@ Result<Matching> matchMessages(const Program& p, const std::vector<RankPlan>& pl
   return m;
 }
 
-// The contributions output chunk `j` of `rank` must hold, as ids of `space`.
-std::vector<uint32_t> expected(const Program& p, const ValueSpace& space, int rank, uint32_t j) {
+// The contributions output chunk `j` of `rank` must hold.
+verify::Value expected(const Program& p, const ValueSpace& space, int rank, uint32_t j) {
   const uint32_t k = p.chunksPerBlock, block = j / k, sub = j % k;
-  std::vector<uint32_t> ids;
-  auto all = [&](uint32_t chunk) {
-    for (int s = 0; s < p.nranks; ++s) ids.push_back(space.id(s, chunk));
-  };
   switch (p.collective) {
     case Collective::kAllReduce:
-    case Collective::kReduce: all(j); break;
-    case Collective::kReduceScatter: all(rank * k + j); break;
-    case Collective::kBroadcast: ids.push_back(space.id(p.root, j)); break;
+    case Collective::kReduce: return space.allRanks(p.nranks, j);
+    case Collective::kReduceScatter: return space.allRanks(p.nranks, rank * k + j);
+    case Collective::kBroadcast: return space.single(p.root, j);
     case Collective::kAllGather:
-    case Collective::kGather: ids.push_back(space.id(static_cast<int>(block), sub)); break;
-    case Collective::kAlltoAll: ids.push_back(space.id(static_cast<int>(block), rank * k + sub)); break;
-    case Collective::kScatter: ids.push_back(space.id(p.root, rank * k + j)); break;
+    case Collective::kGather: return space.single(static_cast<int>(block), sub);
+    case Collective::kAlltoAll: return space.single(static_cast<int>(block), rank * k + sub);
+    case Collective::kScatter: return space.single(p.root, rank * k + j);
   }
-  return ids;
-}
-
-std::string idList(const ValueSpace& space, const std::vector<uint32_t>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) out += (i ? ", " : "") + space.formatId(ids[i]);
-  if (ids.size() > 8) out += ", ... (" + std::to_string(ids.size()) + " in all)";
-  return out;
+  return {};
 }
 
 Status checkOutputChunk(const Program& p, const Simulator& sim, int rank, uint32_t j) {
+  using verify::Contribution;
   const ValueSpace& space = sim.space();
-  const uint64_t* have = sim.valueAt(rank, Buf::kOutput, j);
-  std::vector<uint32_t> want = expected(p, space, rank, j);
-  std::vector<uint64_t> wantBits(space.words(), 0);
-  for (uint32_t id : want) wantBits[id / 64] |= 1ull << (id % 64);
-  if (std::equal(wantBits.begin(), wantBits.end(), have)) return Status::ok();
+  const verify::Value& have = sim.valueAt(rank, Buf::kOutput, j);
+  const verify::Value wantValue = expected(p, space, rank, j);
+  if (have == wantValue) return Status::ok();
+  std::vector<Contribution> want = space.list(wantValue);
   const char* coll = collectiveName(p.collective);
-  if (ValueSpace::empty(have, space.words()))
+  if (have.empty())
     return invalidArgument("rank %d output chunk %u is never written; %s needs {%s}", rank, j, coll,
-                           idList(space, want).c_str());
-  std::vector<uint32_t> missing, extra;
-  for (size_t w = 0; w < space.words(); ++w) {
-    for (uint64_t b = wantBits[w] & ~have[w]; b; b &= b - 1)
-      missing.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(b)));
-    for (uint64_t b = have[w] & ~wantBits[w]; b; b &= b - 1)
-      extra.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(b)));
-  }
+                           ValueSpace::format(want).c_str());
+  std::vector<Contribution> got = space.list(have), missing, extra;
+  std::sort(want.begin(), want.end());
+  std::set_difference(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(missing));
+  std::set_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(extra));
   std::string need = want.size() > 1 ? "contributions of all " + std::to_string(p.nranks) + " ranks"
-                                     : "{" + idList(space, want) + "}";
+                                     : "{" + ValueSpace::format(want) + "}";
   std::string detail;
-  if (!missing.empty()) detail += "missing " + idList(space, missing);
-  if (!extra.empty()) detail += std::string(detail.empty() ? "" : "; ") + "unexpected " + idList(space, extra);
-  return invalidArgument("rank %d output chunk %u holds %s but %s needs %s (%s)", rank, j,
-                         space.format(have).c_str(), coll, need.c_str(), detail.c_str());
+  if (!missing.empty()) detail += "missing " + ValueSpace::format(missing);
+  if (!extra.empty()) detail += std::string(detail.empty() ? "" : "; ") + "unexpected " + ValueSpace::format(extra);
+  return invalidArgument("rank %d output chunk %u holds %s but %s needs %s (%s)", rank, j, space.format(have).c_str(),
+                         coll, need.c_str(), detail.c_str());
 }
 
 }  // namespace

@@ -26,35 +26,84 @@
 
 namespace theseus::schedule::verify {
 
-bool ValueSpace::empty(const uint64_t* v, size_t words) {
-  for (size_t w = 0; w < words; ++w)
-    if (v[w]) return false;
+Value ValueSpace::single(int rank, uint32_t chunk) const {
+  Value v(1 + rankWords_, 0);
+  v[0] = chunk;
+  v[1 + rank / 64] = 1ull << (rank % 64);
+  return v;
+}
+
+Value ValueSpace::allRanks(int nranks, uint32_t chunk) const {
+  Value v(1 + rankWords_, 0);
+  v[0] = chunk;
+  for (size_t w = 0; w * 64 < static_cast<size_t>(nranks); ++w) {
+    size_t bits = std::min<size_t>(64, static_cast<size_t>(nranks) - w * 64);
+    v[1 + w] = bits == 64 ? ~0ull : (1ull << bits) - 1;
+  }
+  return v;
+}
+
+std::vector<Contribution> ValueSpace::list(const Value& v) const {
+  std::vector<Contribution> out;
+  for (size_t e = 0; e < v.size(); e += 1 + rankWords_)
+    for (size_t w = 0; w < rankWords_; ++w)
+      for (uint64_t bits = v[e + 1 + w]; bits; bits &= bits - 1)
+        out.push_back({static_cast<int>(w * 64 + __builtin_ctzll(bits)), static_cast<uint32_t>(v[e])});
+  return out;
+}
+
+bool ValueSpace::combine(Value* into, const Value& add, Contribution* dup) const {
+  const size_t stride = 1 + rankWords_;
+  Value out;
+  out.reserve(into->size() + add.size());
+  size_t i = 0, j = 0;
+  const Value& a = *into;
+  while (i < a.size() || j < add.size()) {
+    if (j == add.size() || (i < a.size() && a[i] < add[j])) {
+      out.insert(out.end(), a.begin() + i, a.begin() + i + stride);
+      i += stride;
+    } else if (i == a.size() || add[j] < a[i]) {
+      out.insert(out.end(), add.begin() + j, add.begin() + j + stride);
+      j += stride;
+    } else {
+      out.push_back(a[i]);
+      for (size_t w = 1; w < stride; ++w) {
+        if (uint64_t both = a[i + w] & add[j + w]) {
+          *dup = {static_cast<int>((w - 1) * 64 + __builtin_ctzll(both)), static_cast<uint32_t>(a[i])};
+          return false;
+        }
+        out.push_back(a[i + w] | add[j + w]);
+      }
+      i += stride;
+      j += stride;
+    }
+  }
+  *into = std::move(out);
   return true;
 }
 
-std::string ValueSpace::formatId(uint32_t id) const {
-  return "r" + std::to_string(id / inputChunks_) + ":c" + std::to_string(id % inputChunks_);
+std::string ValueSpace::format(const Contribution& c) {
+  return "r" + std::to_string(c.rank) + ":c" + std::to_string(c.chunk);
 }
 
-std::string ValueSpace::format(const uint64_t* v) const {
+std::string ValueSpace::format(const std::vector<Contribution>& list) {
   constexpr size_t kShown = 8;
-  std::string out = "{";
-  size_t count = 0;
-  for (size_t w = 0; w < words_; ++w) {
-    for (uint64_t bits = v[w]; bits; bits &= bits - 1) {
-      if (count < kShown) {
-        if (count) out += ", ";
-        out += formatId(static_cast<uint32_t>(w * 64 + __builtin_ctzll(bits)));
-      }
-      ++count;
-    }
-  }
-  if (count > kShown) out += ", ... (" + std::to_string(count) + " in all)";
-  return out + "}";
+  std::string out;
+  for (size_t i = 0; i < list.size() && i < kShown; ++i) out += (i ? ", " : "") + format(list[i]);
+  if (list.size() > kShown) out += ", ... (" + std::to_string(list.size()) + " in all)";
+  return out;
+}
+
+std::string ValueSpace::format(const Value& v) const {
+  std::vector<Contribution> all = list(v);
+  std::sort(all.begin(), all.end(), [](const Contribution& a, const Contribution& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.chunk < b.chunk;
+  });
+  return "{" + format(all) + "}";
 }
 
 Simulator::Simulator(const Program& p, const std::vector<RankPlan>& plans, const Matching& match)
-    : p_(p), plans_(plans), match_(match), space_(p.nranks, p.chunksIn(Buf::kInput)) {
+    : p_(p), plans_(plans), match_(match), space_(p.nranks) {
   const size_t total = match.offset.back();
   rankOf_.resize(total);
   state_.assign(total, 0);
@@ -63,7 +112,6 @@ Simulator::Simulator(const Program& p, const std::vector<RankPlan>& plans, const
   nextSend_.assign(total, -1);
   outgoing_.resize(total);
   mem_.resize(p.nranks);
-  const size_t w = space_.words();
   for (int r = 0; r < p.nranks; ++r) {
     for (uint32_t k = 0; k < plans[r].steps.size(); ++k) {
       size_t g = match.gid(r, k);
@@ -73,19 +121,18 @@ Simulator::Simulator(const Program& p, const std::vector<RankPlan>& plans, const
       if (sp.recvAfter >= 0) nextRecv_[match.gid(r, sp.recvAfter)] = static_cast<int64_t>(g);
       if (sp.sendAfter >= 0) nextSend_[match.gid(r, sp.sendAfter)] = static_cast<int64_t>(g);
     }
-    for (int b = 0; b < 3; ++b) mem_[r].buf[b].assign(static_cast<size_t>(p.chunksIn(static_cast<Buf>(b))) * w, 0);
+    for (int b = 0; b < 3; ++b) mem_[r].buf[b].resize(p.chunksIn(static_cast<Buf>(b)));
     if (!bufferPresent(p.collective, r, p.root, Buf::kInput)) continue;
     for (uint32_t j = 0; j < p.chunksIn(Buf::kInput); ++j) {
       PhysRange at = physicalRange(p, r, ChunkRange{Buf::kInput, j, 1});
-      uint32_t id = space_.id(r, j);
-      mem_[r].buf[static_cast<int>(at.buf)][at.first * w + id / 64] |= 1ull << (id % 64);
+      mem_[r].buf[static_cast<int>(at.buf)][at.first] = space_.single(r, j);
     }
   }
 }
 
-const uint64_t* Simulator::valueAt(int rank, Buf b, uint32_t chunk) const {
+const Value& Simulator::valueAt(int rank, Buf b, uint32_t chunk) const {
   PhysRange at = physicalRange(p_, rank, ChunkRange{b, chunk, 1});
-  return &mem_[rank].buf[static_cast<int>(at.buf)][at.first * space_.words()];
+  return mem_[rank].buf[static_cast<int>(at.buf)][at.first];
 }
 
 Status Simulator::stepError(size_t g, const std::string& text) const {
@@ -94,44 +141,40 @@ Status Simulator::stepError(size_t g, const std::string& text) const {
                          text.c_str());
 }
 
-Status Simulator::read(size_t g, const ChunkRange& r, std::vector<uint64_t>* out) const {
-  const size_t w = space_.words();
+Status Simulator::read(size_t g, const ChunkRange& r, std::vector<Value>* out) const {
   int rank = rankOf_[g];
   PhysRange at = physicalRange(p_, rank, r);
-  const uint64_t* src = &mem_[rank].buf[static_cast<int>(at.buf)][at.first * w];
-  out->assign(src, src + static_cast<size_t>(r.count) * w);
+  const std::vector<Value>& mem = mem_[rank].buf[static_cast<int>(at.buf)];
+  out->assign(mem.begin() + at.first, mem.begin() + at.first + r.count);
   for (uint32_t i = 0; i < r.count; ++i)
-    if (ValueSpace::empty(src + i * w, w))
+    if ((*out)[i].empty())
       return stepError(g, "reads " + rangeText(ChunkRange{r.buf, r.first + i, 1}) +
                               ", which holds nothing yet (uninitialised: never written before this read)");
   return Status::ok();
 }
 
-void Simulator::write(size_t g, const ChunkRange& r, const std::vector<uint64_t>& v) {
+void Simulator::write(size_t g, const ChunkRange& r, const std::vector<Value>& v) {
   int rank = rankOf_[g];
   PhysRange at = physicalRange(p_, rank, r);
-  std::copy(v.begin(), v.end(), mem_[rank].buf[static_cast<int>(at.buf)].begin() + at.first * space_.words());
+  std::copy(v.begin(), v.end(), mem_[rank].buf[static_cast<int>(at.buf)].begin() + at.first);
 }
 
-Status Simulator::combine(size_t g, const ChunkRange& where, std::vector<uint64_t>* out,
-                          const std::vector<uint64_t>& add) const {
-  const size_t w = space_.words();
+Status Simulator::combine(size_t g, const ChunkRange& where, std::vector<Value>* out,
+                          const std::vector<Value>& add) const {
   for (size_t i = 0; i < out->size(); ++i) {
-    if (uint64_t both = (*out)[i] & add[i]) {
-      uint32_t id = static_cast<uint32_t>((i % w) * 64 + __builtin_ctzll(both));
-      ChunkRange chunk{where.buf, where.first + static_cast<uint32_t>(i / w), 1};
-      return stepError(g, "double-counted contribution: " + space_.formatId(id) + " is already in " +
-                              rangeText(chunk) + " " + space_.format(&(*out)[(i / w) * w]) +
-                              " and would be reduced into it again");
+    Contribution dup{};
+    if (!space_.combine(&(*out)[i], add[i], &dup)) {
+      ChunkRange chunk{where.buf, where.first + static_cast<uint32_t>(i), 1};
+      return stepError(g, "double-counted contribution: " + ValueSpace::format(dup) + " is already in " +
+                              rangeText(chunk) + " " + space_.format((*out)[i]) + " and would be reduced into it again");
     }
-    (*out)[i] |= add[i];
   }
   return Status::ok();
 }
 
 Status Simulator::runLocal(size_t g) {
   const Step& s = p_.ranks[rankOf_[g]].steps[g - match_.offset[rankOf_[g]]];
-  std::vector<uint64_t> a, b;
+  std::vector<Value> a, b;
   TH_CHECK(read(g, s.src, &a));
   if (s.op == Op::kReduce) {
     TH_CHECK(read(g, s.dst, &b));
@@ -143,9 +186,9 @@ Status Simulator::runLocal(size_t g) {
   return Status::ok();
 }
 
-Status Simulator::receive(size_t k, const std::vector<uint64_t>& message) {
+Status Simulator::receive(size_t k, const std::vector<Value>& message) {
   const Step& s = p_.ranks[rankOf_[k]].steps[k - match_.offset[rankOf_[k]]];
-  std::vector<uint64_t> v;
+  std::vector<Value> v;
   if (opReduces(s.op)) {
     TH_CHECK(read(k, s.src, &v));
     TH_CHECK(combine(k, s.src, &v, message));
@@ -188,7 +231,7 @@ Status Simulator::tryTransfer(size_t s) {
   size_t k = static_cast<size_t>(match_.receiverOf[s]);
   if (!sendReady(s) || !recvReady(k)) return Status::ok();
   const Step& st = p_.ranks[rankOf_[s]].steps[s - match_.offset[rankOf_[s]]];
-  std::vector<uint64_t> message;
+  std::vector<Value> message;
   if (st.op == Op::kSend)
     TH_CHECK(read(s, st.src, &message));
   else

@@ -12,27 +12,42 @@
 
 namespace theseus::schedule::verify {
 
-// Contribution sets as fixed-width bitsets: bit (s * inputChunks + j) is chunk
-// j of rank s's input. All-zero means "unwritten".
+// One contribution: chunk `chunk` of rank `rank`'s input.
+struct Contribution {
+  int rank;
+  uint32_t chunk;
+  bool operator<(const Contribution& o) const { return chunk != o.chunk ? chunk < o.chunk : rank < o.rank; }
+  bool operator==(const Contribution&) const = default;
+};
+
+// A contribution set, stored compactly: for each input chunk index present
+// (ascending), the index followed by a bitset of the ranks whose chunk it
+// holds. A value usually comes from one chunk index, so it takes O(n/64)
+// words, not O(n * chunks). Empty means "unwritten". The encoding is
+// canonical, so equal sets compare equal as vectors.
+using Value = std::vector<uint64_t>;
+
 class ValueSpace {
  public:
-  ValueSpace(int nranks, uint32_t inputChunks)
-      : inputChunks_(inputChunks), words_((static_cast<size_t>(nranks) * inputChunks + 63) / 64) {}
-  size_t words() const { return words_; }
-  uint32_t id(int rank, uint32_t chunk) const { return static_cast<uint32_t>(rank) * inputChunks_ + chunk; }
+  explicit ValueSpace(int nranks) : rankWords_((static_cast<size_t>(nranks) + 63) / 64) {}
+  Value single(int rank, uint32_t chunk) const;
+  Value allRanks(int nranks, uint32_t chunk) const;  // {(s, chunk) : s < nranks}
+  std::vector<Contribution> list(const Value& v) const;
+  // *into = *into (+) add; false, with the first shared contribution in *dup,
+  // when a contribution would be counted twice.
+  bool combine(Value* into, const Value& add, Contribution* dup) const;
   // "{r0:c5, r1:c5}" (long sets are abbreviated).
-  std::string format(const uint64_t* v) const;
-  std::string formatId(uint32_t id) const;
-  static bool empty(const uint64_t* v, size_t words);
+  std::string format(const Value& v) const;
+  static std::string format(const Contribution& c);
+  static std::string format(const std::vector<Contribution>& list);
 
  private:
-  uint32_t inputChunks_;
-  size_t words_;
+  size_t rankWords_;
 };
 
 // A rank's memory: one value per chunk of each physical buffer.
 struct RankMemory {
-  std::vector<uint64_t> buf[3];
+  std::vector<Value> buf[3];
 };
 
 // Messages matched statically: k-th send on (from, to, channel) <-> k-th receive.
@@ -50,7 +65,7 @@ class Simulator {
   // counts) end it early. Then: all complete, or a deadlock report.
   Status run();
   // Value held by logical chunk `chunk` of `b` on `rank` after run().
-  const uint64_t* valueAt(int rank, Buf b, uint32_t chunk) const;
+  const Value& valueAt(int rank, Buf b, uint32_t chunk) const;
   const ValueSpace& space() const { return space_; }
 
  private:
@@ -63,12 +78,12 @@ class Simulator {
   Status complete(size_t g);
   bool sendReady(size_t s) const;
   bool recvReady(size_t k) const;
-  // Reads a logical range into `out` (count * words), failing on unwritten chunks.
-  Status read(size_t g, const ChunkRange& r, std::vector<uint64_t>* out) const;
-  void write(size_t g, const ChunkRange& r, const std::vector<uint64_t>& v);
-  // out |= add, failing when they share a contribution.
-  Status combine(size_t g, const ChunkRange& where, std::vector<uint64_t>* out, const std::vector<uint64_t>& add) const;
-  Status receive(size_t k, const std::vector<uint64_t>& message);
+  // Reads a logical range (one value per chunk), failing on unwritten chunks.
+  Status read(size_t g, const ChunkRange& r, std::vector<Value>* out) const;
+  void write(size_t g, const ChunkRange& r, const std::vector<Value>& v);
+  // out (+)= add chunk by chunk, failing when a contribution would count twice.
+  Status combine(size_t g, const ChunkRange& where, std::vector<Value>* out, const std::vector<Value>& add) const;
+  Status receive(size_t k, const std::vector<Value>& message);
   Status runLocal(size_t g);
   Status deadlockReport() const;
   // What keeps blocked step g from progressing: the step it waits on and why.
@@ -84,7 +99,7 @@ class Simulator {
   std::vector<uint8_t> state_;
   std::vector<uint32_t> pending_;
   std::vector<int64_t> nextRecv_, nextSend_;   // next step of the same rank in the same stream
-  std::vector<std::vector<uint64_t>> outgoing_;  // fused steps: what they will send
+  std::vector<std::vector<Value>> outgoing_;  // fused steps: what they will send
   std::vector<size_t> work_;
 };
 
