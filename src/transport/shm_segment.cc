@@ -1,0 +1,153 @@
+#include "transport/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace theseus::transport {
+
+size_t pageSize() {
+  static const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return kPage;
+}
+
+size_t roundUpToPage(size_t bytes) {
+  size_t p = pageSize();
+  return (bytes + p - 1) / p * p;
+}
+
+ShmSegment::~ShmSegment() {
+  if (base_ != nullptr) munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+  unlinkName();
+}
+
+Status ShmSegment::mapFd(size_t bytes, bool readOnly) {
+  int prot = readOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+  void* p = mmap(nullptr, bytes, prot, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) return errnoStatus(errno, "mmap of %zu bytes of shared memory %s", bytes, locator_.c_str());
+  base_ = static_cast<char*>(p);
+  size_ = bytes;
+  return Status::ok();
+}
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::createNamed(const std::string& name, size_t bytes) {
+  std::unique_ptr<ShmSegment> s(new ShmSegment());
+  std::string path = "/" + name;
+  bytes = roundUpToPage(bytes);
+  int fd = shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // Left behind by a run that crashed between creating and unlinking it: the
+    // name includes the communicator hash and rank, so nobody live owns it.
+    TH_INFO(log::kShm, "Replacing stale shared-memory segment /dev/shm%s", path.c_str());
+    shm_unlink(path.c_str());
+    fd = shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return errnoStatus(errno, "shm_open(%s)", path.c_str());
+  s->fd_ = fd;
+  s->shmName_ = path;
+  s->locator_ = "shm:" + path;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    return errnoStatus(errno, "ftruncate of shared-memory segment %s to %zu bytes", path.c_str(), bytes);
+  TH_CHECK(s->mapFd(bytes, false));
+  return s;
+}
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::createMemfd(const std::string& name, size_t bytes) {
+  std::unique_ptr<ShmSegment> s(new ShmSegment());
+  bytes = roundUpToPage(bytes);
+  int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd < 0) return errnoStatus(errno, "memfd_create(%s)", name.c_str());
+  s->fd_ = fd;
+  s->locator_ = "fd:" + std::to_string(getpid()) + ":" + std::to_string(fd) + ":" + name;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    return errnoStatus(errno, "ftruncate of memfd %s to %zu bytes", name.c_str(), bytes);
+  TH_CHECK(s->mapFd(bytes, false));
+  return s;
+}
+
+namespace {
+
+// Opens "fd:<pid>:<fd>:<name>" through /proc and checks the file is that memfd.
+Result<int> openMemfdLocator(const std::string& locator, bool readOnly) {
+  int pid = 0, fd = 0, consumed = 0;
+  if (sscanf(locator.c_str(), "fd:%d:%d:%n", &pid, &fd, &consumed) != 2 || consumed == 0 || pid <= 0 || fd < 0)
+    return invalidArgument("malformed shared-memory locator '%s'", locator.c_str());
+  std::string name = locator.substr(static_cast<size_t>(consumed));
+  std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  char target[512];
+  ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+  if (n < 0) return errnoStatus(errno, "cannot see process %d's shared memory (%s)", pid, link.c_str());
+  target[n] = '\0';
+  std::string expect = "/memfd:" + name + " (deleted)";
+  if (expect != target)
+    return remoteError("process %d's descriptor %d is '%s', not the shared memory '%s' (freed?)", pid, fd, target,
+                       name.c_str());
+  int f = ::open(link.c_str(), (readOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (f < 0) return errnoStatus(errno, "open(%s) for process %d's shared memory", link.c_str(), pid);
+  return f;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::open(const std::string& locator, size_t minBytes, bool readOnly) {
+  std::unique_ptr<ShmSegment> s(new ShmSegment());
+  s->locator_ = locator;
+  if (locator.rfind("shm:/", 0) == 0) {
+    std::string path = locator.substr(4);
+    int fd = shm_open(path.c_str(), (readOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
+    if (fd < 0) return errnoStatus(errno, "shm_open(%s) of a peer's segment", path.c_str());
+    s->fd_ = fd;
+  } else if (locator.rfind("fd:", 0) == 0) {
+    TH_ASSIGN(s->fd_, openMemfdLocator(locator, readOnly));
+  } else {
+    return invalidArgument("unknown shared-memory locator '%s'", locator.c_str());
+  }
+  struct stat st;
+  if (fstat(s->fd_, &st) != 0) return errnoStatus(errno, "fstat of shared memory %s", locator.c_str());
+  size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes < minBytes || bytes == 0)
+    return remoteError("shared memory %s has %zu bytes, expected at least %zu", locator.c_str(), bytes, minBytes);
+  TH_CHECK(s->mapFd(bytes, readOnly));
+  return s;
+}
+
+Status ShmSegment::reserve(size_t offset, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  if (rc == 0) return Status::ok();
+  if (rc == ENOSPC || rc == ENOMEM)
+    return errnoStatus(rc,
+                       "cannot allocate %zu bytes of shared memory (%s): /dev/shm or memory is full; give the "
+                       "container more shared memory (docker --shm-size), use fewer channels/smaller "
+                       "THESEUS_SHM_SLOT_BYTES, or set NCCL_SHM_DISABLE=1",
+                       bytes, locator_.c_str());
+  if (rc == EOPNOTSUPP || rc == EINVAL) return Status::ok();  // not a tmpfs: pages come on touch
+  return errnoStatus(rc, "fallocate of %zu bytes of shared memory %s", bytes, locator_.c_str());
+}
+
+void ShmSegment::populate() {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  if (madvise(base_, size_, MADV_POPULATE_WRITE) == 0) return;
+  // Older kernels: touch one byte per page (the memory is new, so zeros stay zeros).
+  for (size_t off = 0; off < size_; off += pageSize())
+    reinterpret_cast<volatile char*>(base_)[off] = 0;
+}
+
+void ShmSegment::unlinkName() {
+  if (shmName_.empty()) return;
+  shm_unlink(shmName_.c_str());
+  shmName_.clear();
+}
+
+}  // namespace theseus::transport

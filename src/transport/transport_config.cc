@@ -1,0 +1,124 @@
+#include "transport/transport_config.h"
+
+#include <strings.h>
+
+#include <string>
+
+#include "common/knobs.h"
+
+namespace theseus::transport {
+namespace {
+
+const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
+                            "Data transport between ranks: 'auto' (shared memory on one host, TCP sockets between "
+                            "hosts) or 'socket' (TCP everywhere)");
+const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
+const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
+const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 256 << 10,
+                            "Bytes per shared-memory FIFO slot: the largest inline message (wins over NCCL_BUFFSIZE)");
+const IntKnob kBuffSize("NCCL_BUFFSIZE", -1,
+                        "Bytes per FIFO (all slots) of each connection when THESEUS_*_SLOT_BYTES are unset; "
+                        "-1: the transports' defaults");
+const IntKnob kSpinUs("THESEUS_SHM_SPIN_US", 20,
+                      "Microseconds an idle rank spins on its doorbell before sleeping on the futex (only when "
+                      "the process has a core per local rank)");
+const IntKnob kRegionCache("THESEUS_SHM_REGION_CACHE", 64,
+                           "Peer memory regions (ncclMemAlloc buffers, shared scratch) kept mapped per communicator "
+                           "for zero-copy receives; least recently used ones are unmapped beyond this");
+const BoolKnob kShmDirect("THESEUS_SHM_DIRECT", true,
+                          "Send peer-mappable memory (ncclMemAlloc buffers, shared scratch) zero-copy over shm");
+const IntKnob kSocketSlots("THESEUS_SOCKET_SLOTS", 8, "Slots per TCP connection ring (send and receive side)");
+const IntKnob kSocketSlotBytes("THESEUS_SOCKET_SLOT_BYTES", 512 << 10,
+                               "Bytes per TCP ring slot: the largest message on a socket connection");
+const IntKnob kSocketNsocks("THESEUS_SOCKET_NSOCKS", -1,
+                            "TCP sockets per peer, channel and direction; large messages are striped across them "
+                            "(-1: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD when set, else 1)");
+const IntKnob kSocketThreads("NCCL_SOCKET_NTHREADS", -2,
+                             "With NCCL_NSOCKS_PERTHREAD: sockets per connection = product (threads are not used)");
+const IntKnob kSocketsPerThread("NCCL_NSOCKS_PERTHREAD", -2, "See NCCL_SOCKET_NTHREADS");
+const IntKnob kStripeMin("THESEUS_SOCKET_STRIPE_MIN_BYTES", 256 << 10,
+                         "Messages at least this large are striped across the sockets of a connection");
+const IntKnob kSndBuf("NCCL_SOCKET_SNDBUF", -1, "SO_SNDBUF of data sockets in bytes (-1: kernel autotuning)");
+const IntKnob kRcvBuf("NCCL_SOCKET_RCVBUF", -1, "SO_RCVBUF of data sockets in bytes (-1: kernel autotuning)");
+const IntKnob kConnectTimeoutMs("THESEUS_CONNECT_TIMEOUT_MS", 600000,
+                                "How long making a data connection may take, including waiting for the peer to "
+                                "reach the step that uses it");
+
+Status checkRange(const IntKnob& knob, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    return invalidArgument("%s=%lld is out of range [%lld, %lld]", knob.name(), static_cast<long long>(value),
+                           static_cast<long long>(lo), static_cast<long long>(hi));
+  return Status::ok();
+}
+
+// Slot bytes from the explicit knob, else NCCL_BUFFSIZE / slots, else the default.
+Result<size_t> slotBytesFrom(const IntKnob& knob, int64_t slots) {
+  int64_t v = knob.get();
+  if (!knob.isSet()) {
+    int64_t buff = kBuffSize.get();
+    if (buff > 0) {
+      v = buff / slots;
+      v -= v % 4096;
+      if (v < static_cast<int64_t>(kMinSlotBytes))
+        return invalidArgument("NCCL_BUFFSIZE=%lld is too small: %lld slots need at least %zu bytes",
+                               static_cast<long long>(buff), static_cast<long long>(slots), slots * kMinSlotBytes);
+    }
+  }
+  TH_CHECK(checkRange(knob, v, kMinSlotBytes, kMaxSlotBytes));
+  return static_cast<size_t>(v);
+}
+
+}  // namespace
+
+Result<TransportConfig> readTransportConfig() {
+  TransportConfig c;
+  std::string mode = kTransport.get();
+  if (strcasecmp(mode.c_str(), "auto") == 0 || strcasecmp(mode.c_str(), "shm") == 0) {
+    c.mode = TransportMode::kAuto;
+  } else if (strcasecmp(mode.c_str(), "socket") == 0 || strcasecmp(mode.c_str(), "tcp") == 0) {
+    c.mode = TransportMode::kSocket;
+  } else {
+    return invalidArgument("THESEUS_TRANSPORT='%s' is not one of auto, shm, socket", mode.c_str());
+  }
+  if (kShmDisable.get()) c.mode = TransportMode::kSocket;
+
+  int64_t slots = kShmSlots.get();
+  TH_CHECK(checkRange(kShmSlots, slots, 2, kMaxSlots));
+  c.shmSlots = static_cast<uint32_t>(slots);
+  TH_ASSIGN(c.shmSlotBytes, slotBytesFrom(kShmSlotBytes, slots));
+
+  c.spinUs = kSpinUs.get();
+  TH_CHECK(checkRange(kSpinUs, c.spinUs, 0, 1000000));
+  int64_t cache = kRegionCache.get();
+  TH_CHECK(checkRange(kRegionCache, cache, 1, 1 << 20));
+  c.regionCacheEntries = static_cast<uint32_t>(cache);
+  c.useDirect = kShmDirect.get();
+
+  slots = kSocketSlots.get();
+  TH_CHECK(checkRange(kSocketSlots, slots, 2, kMaxSlots));
+  c.socketSlots = static_cast<uint32_t>(slots);
+  TH_ASSIGN(c.socketSlotBytes, slotBytesFrom(kSocketSlotBytes, slots));
+
+  int64_t nsocks = kSocketNsocks.get();
+  if (nsocks == -1) {
+    int64_t threads = kSocketThreads.get(), perThread = kSocketsPerThread.get();
+    nsocks = (threads > 0 && perThread > 0) ? threads * perThread : 1;
+  }
+  TH_CHECK(checkRange(kSocketNsocks, nsocks, 1, kMaxSocketsPerConnection));
+  c.socketsPerConnection = static_cast<uint32_t>(nsocks);
+  int64_t stripe = kStripeMin.get();
+  TH_CHECK(checkRange(kStripeMin, stripe, 1, int64_t(1) << 40));
+  c.stripeMinBytes = static_cast<size_t>(stripe);
+
+  int64_t snd = kSndBuf.get(), rcv = kRcvBuf.get();
+  TH_CHECK(checkRange(kSndBuf, snd, -1, INT32_MAX));
+  TH_CHECK(checkRange(kRcvBuf, rcv, -1, INT32_MAX));
+  c.socketSendBuf = static_cast<int>(snd);
+  c.socketRecvBuf = static_cast<int>(rcv);
+
+  c.connectTimeoutMs = kConnectTimeoutMs.get();
+  TH_CHECK(checkRange(kConnectTimeoutMs, c.connectTimeoutMs, 1, int64_t(1) << 40));
+  return c;
+}
+
+}  // namespace theseus::transport

@@ -1,0 +1,51 @@
+// Transport configuration: every knob of the shm and socket transports, read
+// once when a communicator's TransportManager is created and validated then
+// (a bad value is an ncclInvalidArgument naming the variable, not a surprise
+// on the first collective).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace theseus::transport {
+
+enum class TransportMode : uint8_t {
+  kAuto,    // shm between ranks of one host, sockets between hosts
+  kSocket,  // sockets everywhere (THESEUS_TRANSPORT=socket or NCCL_SHM_DISABLE=1)
+};
+
+struct TransportConfig {
+  TransportMode mode = TransportMode::kAuto;
+
+  // Shared-memory FIFOs (one per sender, channel) in the receiver's inbox.
+  uint32_t shmSlots = 8;
+  size_t shmSlotBytes = 256 << 10;
+  int64_t spinUs = 20;              // spin before sleeping (only with a core per local rank)
+  uint32_t regionCacheEntries = 64; // peer regions kept mapped per communicator
+  bool useDirect = true;            // zero-copy messages for peer-mappable memory
+
+  // TCP sockets.
+  uint32_t socketSlots = 8;
+  size_t socketSlotBytes = 512 << 10;
+  uint32_t socketsPerConnection = 1;
+  size_t stripeMinBytes = 256 << 10;  // smaller messages use socket 0 only
+  int socketSendBuf = -1;             // SO_SNDBUF; -1 leaves the kernel's autotuning
+  int socketRecvBuf = -1;
+
+  int64_t connectTimeoutMs = 600000;
+};
+
+// Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
+// NCCL_SHM_DISABLE, NCCL_BUFFSIZE, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD,
+// NCCL_SOCKET_SNDBUF/RCVBUF, THESEUS_CONNECT_TIMEOUT_MS).
+Result<TransportConfig> readTransportConfig();
+
+// Limits shared by the config checks and the wire-format checks.
+inline constexpr size_t kMinSlotBytes = 4096;
+inline constexpr size_t kMaxSlotBytes = size_t(1) << 30;
+inline constexpr uint32_t kMaxSlots = 1024;
+inline constexpr uint32_t kMaxSocketsPerConnection = 64;
+
+}  // namespace theseus::transport

@@ -1,0 +1,275 @@
+#include "transport/transport_manager_impl.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/log.h"
+
+namespace theseus::transport {
+
+const char* kindName(Kind k) {
+  switch (k) {
+    case Kind::kShm: return "shm";
+    case Kind::kSocket: return "socket";
+    case Kind::kCudaIpc: return "cuda_ipc";
+    case Kind::kIb: return "ib";
+  }
+  return "unknown";
+}
+
+namespace {
+void wakeManager(void* ctx) { static_cast<TransportManagerImpl*>(ctx)->wakeLocal(); }
+}  // namespace
+
+TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const TransportOptions& options,
+                                           const TransportConfig& config)
+    : boot_(boot), options_(options), config_(config) {
+  rank_ = boot.rank();
+  nranks_ = boot.nranks();
+  channels_ = std::max(1, options.maxChannels);
+  kinds_.assign(nranks_, Kind::kSocket);
+  if (rank_ >= 0 && rank_ < nranks_) kinds_[rank_] = Kind::kShm;
+  size_t n = static_cast<size_t>(nranks_) * static_cast<size_t>(channels_);
+  send_.reset(new std::atomic<SendConnection*>[n]);
+  recv_.reset(new std::atomic<RecvConnection*>[n]);
+  for (size_t i = 0; i < n; ++i) {
+    send_[i].store(nullptr, std::memory_order_relaxed);
+    recv_[i].store(nullptr, std::memory_order_relaxed);
+  }
+  sendCounters_.reset(new ConnectionCounters[n]);
+  recvCounters_.reset(new ConnectionCounters[n]);
+  wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+TransportManagerImpl::~TransportManagerImpl() {
+  // Connections first (they join their helper threads and leave the pump), then
+  // the pump, then the shm mappings the connections pointed into.
+  {
+    std::lock_guard lock(mu_);
+    socketWaitables_.clear();
+    ownedRecv_.clear();
+    ownedSend_.clear();
+  }
+  pump_.reset();
+  regions_.reset();
+  shm_.reset();
+  if (wakeFd_ >= 0) close(wakeFd_);
+}
+
+void TransportManagerImpl::wakeLocal() {
+  ringDoorbell(bell_);
+  if (pollSleepers_.load(std::memory_order_seq_cst) != 0 && wakeFd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wakeFd_, &one, sizeof(one));
+  }
+}
+
+Status TransportManagerImpl::checkEndpoint(int peer, int channel) const {
+  if (peer < 0 || peer >= nranks_)
+    return invalidArgument("peer rank %d is out of range [0, %d)", peer, nranks_);
+  if (peer == rank_) return invalidArgument("rank %d cannot connect to itself", peer);
+  if (channel < 0 || channel >= channels_)
+    return invalidArgument("channel %d is out of range [0, %d)", channel, channels_);
+  return Status::ok();
+}
+
+Result<SendConnection*> TransportManagerImpl::sendConnection(int peer, int channel) {
+  TH_CHECK(checkEndpoint(peer, channel));
+  SendConnection* c = send_[peer * channels_ + channel].load(std::memory_order_acquire);
+  if (c != nullptr) return c;
+  return createSend(peer, channel);
+}
+
+Result<RecvConnection*> TransportManagerImpl::recvConnection(int peer, int channel) {
+  TH_CHECK(checkEndpoint(peer, channel));
+  RecvConnection* c = recv_[peer * channels_ + channel].load(std::memory_order_acquire);
+  if (c != nullptr) return c;
+  return createRecv(peer, channel);
+}
+
+Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) {
+  std::lock_guard lock(mu_);
+  size_t idx = static_cast<size_t>(peer) * channels_ + channel;
+  if (SendConnection* c = send_[idx].load(std::memory_order_acquire)) return c;
+  std::unique_ptr<SendConnection> conn;
+  if (kinds_[peer] == Kind::kShm) {
+    TH_ASSIGN(conn, shm_->connectSend(peer, channel, &sendCounters_[idx], config_.useDirect));
+  } else {
+    if (pump_ == nullptr) pump_ = std::make_unique<SocketPump>(&wakeManager, this);
+    SocketParams p;
+    p.rank = rank_;
+    p.peer = peer;
+    p.channel = channel;
+    p.slots = config_.socketSlots;
+    p.slotBytes = config_.socketSlotBytes;
+    p.nsocks = config_.socketsPerConnection;
+    p.stripeMinBytes = config_.stripeMinBytes;
+    p.sendBuf = config_.socketSendBuf;
+    p.recvBuf = config_.socketRecvBuf;
+    int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
+    TH_ASSIGN(SocketSendHandle h, connectSocketSend(boot_, p, Deadline::afterMs(timeout), options_.abort,
+                                                    &sendCounters_[idx], pump_.get()));
+    conn = std::move(h.connection);
+    socketWaitables_.push_back(h.waitable);
+    socketCount_.fetch_add(1);
+  }
+  SendConnection* raw = conn.get();
+  ownedSend_.push_back(std::move(conn));
+  send_[idx].store(raw, std::memory_order_release);
+  return raw;
+}
+
+Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) {
+  std::lock_guard lock(mu_);
+  size_t idx = static_cast<size_t>(peer) * channels_ + channel;
+  if (RecvConnection* c = recv_[idx].load(std::memory_order_acquire)) return c;
+  std::unique_ptr<RecvConnection> conn;
+  if (kinds_[peer] == Kind::kShm) {
+    TH_ASSIGN(conn, shm_->connectRecv(peer, channel, &recvCounters_[idx], regions_.get()));
+  } else {
+    SocketParams p;
+    p.rank = rank_;
+    p.peer = peer;
+    p.channel = channel;
+    p.slots = config_.socketSlots;
+    p.sendBuf = config_.socketSendBuf;
+    p.recvBuf = config_.socketRecvBuf;
+    int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
+    SocketRecvHandle h = startSocketRecv(boot_, p, Deadline::afterMs(timeout), options_.abort, timeout,
+                                         &recvCounters_[idx], &wakeManager, this);
+    conn = std::move(h.connection);
+    socketWaitables_.push_back(h.waitable);
+    socketCount_.fetch_add(1);
+  }
+  RecvConnection* raw = conn.get();
+  ownedRecv_.push_back(std::move(conn));
+  recv_[idx].store(raw, std::memory_order_release);
+  return raw;
+}
+
+bool TransportManagerImpl::anySettingUp() {
+  std::lock_guard lock(mu_);
+  for (SocketWaitable* w : socketWaitables_)
+    if (w->settingUp()) return true;
+  return false;
+}
+
+Status TransportManagerImpl::prepare(const std::vector<int>& peers, int channels) {
+  if (channels < 1 || channels > channels_)
+    return invalidArgument("prepare: %d channels requested, the communicator has %d", channels, channels_);
+  // Sends first: connectTo never waits for the peer, so every rank gets its
+  // connections out before it waits for the peers' ones.
+  for (int peer : peers) {
+    if (peer == rank_) continue;
+    for (int c = 0; c < channels; ++c) TH_CHECK(sendConnection(peer, c).status());
+  }
+  std::vector<RecvConnection*> recvs;
+  for (int peer : peers) {
+    if (peer == rank_) continue;
+    for (int c = 0; c < channels; ++c) {
+      TH_ASSIGN(RecvConnection * r, recvConnection(peer, c));
+      recvs.push_back(r);
+    }
+  }
+  int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
+  Deadline deadline = Deadline::afterMs(timeout);
+  while (anySettingUp()) {
+    if (options_.abort != nullptr && options_.abort->isSet())
+      return remoteError("prepare: communicator aborted while connecting");
+    if (deadline.expired()) break;  // the connections report who is missing below
+    uint32_t token = doorbellToken(bell_);
+    if (!anySettingUp()) break;
+    sleepOnDoorbell(bell_, token, 10000);
+  }
+  for (RecvConnection* r : recvs) TH_CHECK(r->progress().withContext("prepare"));
+  if (anySettingUp()) return remoteError("prepare: connections not established within %lld ms", (long long)timeout);
+  return Status::ok();
+}
+
+Kind TransportManagerImpl::kindFor(int peer) const {
+  if (peer < 0 || peer >= nranks_) return Kind::kSocket;
+  return kinds_[peer];
+}
+
+uint64_t TransportManagerImpl::activityToken() const { return doorbellToken(bell_); }
+
+// Sleeps until the doorbell moves past `token`, a socket becomes readable, or
+// the timeout passes. Shared-memory peers ring the futex; sockets need poll().
+// With both kinds, poll() runs in 100 us slices with the doorbell checked in
+// between (socket latency across hosts dwarfs the slice).
+void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
+  if (timeoutUs <= 0) return;
+  uint32_t tok = static_cast<uint32_t>(token);
+  uint64_t start = nowNs();
+  uint64_t deadlineNs = start + static_cast<uint64_t>(timeoutUs) * 1000;
+  if (spin_) {
+    uint64_t spinEnd = start + static_cast<uint64_t>(std::min<int64_t>(config_.spinUs, timeoutUs)) * 1000;
+    for (int i = 0;; ++i) {
+      if (doorbellToken(bell_) != tok) return;
+      if ((i & 63) == 63 && nowNs() >= spinEnd) break;
+      cpuRelax();
+    }
+  }
+  if (socketCount_.load(std::memory_order_acquire) == 0) {
+    uint64_t now = nowNs();
+    if (now < deadlineNs) sleepOnDoorbell(bell_, tok, static_cast<int64_t>((deadlineNs - now) / 1000));
+    return;
+  }
+  thread_local std::vector<struct pollfd> fds;
+  fds.clear();
+  fds.push_back({wakeFd_, POLLIN, 0});
+  {
+    std::lock_guard lock(mu_);
+    for (SocketWaitable* w : socketWaitables_) w->addPollFds(&fds);
+  }
+  waitSockets(fds, tok, deadlineNs);
+}
+
+void TransportManagerImpl::waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs) {
+  bool mixed = shm_ != nullptr;
+  pollSleepers_.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    if (doorbellToken(bell_) != token) break;
+    uint64_t now = nowNs();
+    if (now >= deadlineNs) break;
+    uint64_t sliceNs = deadlineNs - now;
+    if (mixed) sliceNs = std::min<uint64_t>(sliceNs, 100000);
+    struct timespec ts = {static_cast<time_t>(sliceNs / 1000000000), static_cast<long>(sliceNs % 1000000000)};
+    int rc = ppoll(fds.data(), fds.size(), &ts, nullptr);
+    if (rc > 0 || (rc < 0 && errno != EINTR)) break;
+  }
+  pollSleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  uint64_t drain;
+  (void)!read(wakeFd_, &drain, sizeof(drain));
+}
+
+PeerStats TransportManagerImpl::stats(int peer) const {
+  PeerStats s;
+  if (peer < 0 || peer >= nranks_) return s;
+  for (int c = 0; c < channels_; ++c) {
+    const ConnectionCounters& out = sendCounters_[static_cast<size_t>(peer) * channels_ + c];
+    const ConnectionCounters& in = recvCounters_[static_cast<size_t>(peer) * channels_ + c];
+    s.bytesSent += out.bytes.load(std::memory_order_relaxed);
+    s.messagesSent += out.messages.load(std::memory_order_relaxed);
+    s.sendBusyNs += out.timeNs.load(std::memory_order_relaxed);
+    s.bytesReceived += in.bytes.load(std::memory_order_relaxed);
+    s.messagesReceived += in.messages.load(std::memory_order_relaxed);
+    s.recvWaitNs += in.timeNs.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+Result<std::unique_ptr<TransportManager>> createTransportManager(bootstrap::Bootstrap& bootstrap,
+                                                                 const TransportOptions& options) {
+  TH_ASSIGN(TransportConfig config, readTransportConfig());
+  if (options.maxChannels > 256) return invalidArgument("maxChannels %d is more than 256", options.maxChannels);
+  auto m = std::make_unique<TransportManagerImpl>(bootstrap, options, config);
+  TH_CHECK(m->setUp().withContext("transport set-up"));
+  return std::unique_ptr<TransportManager>(std::move(m));
+}
+
+}  // namespace theseus::transport
