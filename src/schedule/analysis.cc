@@ -103,11 +103,8 @@ class Reducer {
 
 bool receivesOnly(Op op) { return opReceives(op) && !opSends(op); }
 
-}  // namespace
-
-Result<RankPlan> analyzeRank(const Program& p, int rank) {
-  if (rank < 0) return invalidArgument("analyzeRank: rank %d is negative", rank);
-  TH_CHECK(checkStructure(p, rank));
+// Rank `rank` of a program that passed checkStructure.
+RankPlan analyzeChecked(const Program& p, int rank) {
   const std::vector<Step>& steps = p.ranks[rank].steps;
   const size_t nsteps = steps.size();
   RankPlan plan;
@@ -162,14 +159,19 @@ Result<RankPlan> analyzeRank(const Program& p, int rank) {
   return plan;
 }
 
+}  // namespace
+
+Result<RankPlan> analyzeRank(const Program& p, int rank) {
+  if (rank < 0) return invalidArgument("analyzeRank: rank %d is negative", rank);
+  TH_CHECK(checkStructure(p, rank));
+  return analyzeChecked(p, rank);
+}
+
 Result<std::vector<RankPlan>> analyzeProgram(const Program& p) {
   TH_CHECK(checkStructure(p));
   std::vector<RankPlan> plans;
   plans.reserve(p.nranks);
-  for (int r = 0; r < p.nranks; ++r) {
-    TH_ASSIGN(RankPlan plan, analyzeRank(p, r));
-    plans.push_back(std::move(plan));
-  }
+  for (int r = 0; r < p.nranks; ++r) plans.push_back(analyzeChecked(p, r));
   return plans;
 }
 

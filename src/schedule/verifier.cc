@@ -137,8 +137,7 @@ Status checkOutputChunk(const Program& p, const Simulator& sim, int rank, uint32
 }  // namespace
 
 Status verifyProgram(const Program& p, const VerifyOptions& options) {
-  TH_CHECK(checkStructure(p));
-  TH_ASSIGN(std::vector<RankPlan> plans, analyzeProgram(p));
+  TH_ASSIGN(std::vector<RankPlan> plans, analyzeProgram(p));  // checks the structure first
   Result<Matching> match = matchMessages(p, plans);
   if (!match.isOk()) return match.status().withContext(programLabel(p));
   Simulator sim(p, plans, match.value());
