@@ -49,18 +49,34 @@ struct FloatLanes<uint32_t> {
 template <class U>
 using FloatOf = typename FloatLanes<U>::type;
 
+// (Parameters are const references so that no 32-byte vector is ever passed
+// by value through a function built for the baseline ABI.)
+
 // The constant c in every lane of U.
 template <class U>
 TH_CODEC_INLINE U splat(uint32_t c) {
   return U{} + c;
 }
 
+// x < c per lane, for lanes and constants below 2^31: compared as signed
+// int32, which every x86 vector ISA does in one instruction (unsigned
+// compares need two or three).
 template <class U>
-TH_CODEC_INLINE FloatOf<U> asFloat(U u) {
+TH_CODEC_INLINE auto lessThan(const U& x, uint32_t c) {
+  using I = typename FloatLanes<U>::itype;
+  if constexpr (std::is_same_v<U, uint32_t>) {
+    return static_cast<int32_t>(x) < static_cast<int32_t>(c);
+  } else {
+    return reinterpret_cast<const I&>(x) < static_cast<int32_t>(c);
+  }
+}
+
+template <class U>
+TH_CODEC_INLINE FloatOf<U> asFloat(const U& u) {
   return __builtin_bit_cast(FloatOf<U>, u);
 }
 template <class F>
-TH_CODEC_INLINE auto asBits(F f) {
+TH_CODEC_INLINE auto asBits(const F& f) {
   if constexpr (std::is_same_v<F, float>) {
     return __builtin_bit_cast(uint32_t, f);
   } else {
@@ -70,12 +86,12 @@ TH_CODEC_INLINE auto asBits(F f) {
 }
 // Exact int -> float for values below 2^24 (lanes hold small non-negative integers).
 template <class U>
-TH_CODEC_INLINE FloatOf<U> smallIntToFloat(U u) {
+TH_CODEC_INLINE FloatOf<U> smallIntToFloat(const U& u) {
   if constexpr (std::is_same_v<U, uint32_t>) {
     return static_cast<float>(static_cast<int32_t>(u));
   } else {
     using I = typename FloatLanes<U>::itype;
-    return __builtin_convertvector(reinterpret_cast<I>(u), FloatOf<U>);
+    return __builtin_convertvector(reinterpret_cast<const I&>(u), FloatOf<U>);
   }
 }
 
@@ -95,8 +111,10 @@ struct SmallFloat {
   // Float 2^(24 - bias - kMan): adding it rounds to the subnormal step.
   static constexpr uint32_t kSubnormalMagicBits = static_cast<uint32_t>(127 + 24 - kBias - kMan) << 23;
 
-  template <class U>
-  TH_CODEC_INLINE static FloatOf<U> decode(U v) {
+  // kQuiet: set the quiet bit of NaNs. The kernels skip it (kQuiet=false):
+  // every value they store goes through encode(), which quiets NaNs anyway.
+  template <bool kQuiet = true, class U>
+  TH_CODEC_INLINE static FloatOf<U> decode(const U& v) {
     U sign = (v >> (kExp + kMan)) << 31;
     U em = v & kMagMask;
     U normal = (em << kShift) + kRebias;
@@ -104,23 +122,24 @@ struct SmallFloat {
     U r;
     if constexpr (kIeee) {
       U special = (em << kShift) | 0x7f800000u;
-      special = special | ((em > kInfCode) ? splat<U>(0x00400000u) : splat<U>(0));
-      r = (em < (1u << kMan)) ? sub : ((em < kInfCode) ? normal : special);
+      if constexpr (kQuiet) special = special | (lessThan(em, kInfCode + 1) ? splat<U>(0) : splat<U>(0x00400000u));
+      r = lessThan(em, 1u << kMan) ? sub : (lessThan(em, kInfCode) ? normal : special);
     } else {
       U nan = ((em & kManMask) << kShift) | 0x7fc00000u;
-      r = (em < (1u << kMan)) ? sub : ((em < kMagMask) ? normal : nan);
+      r = lessThan(em, 1u << kMan) ? sub : (lessThan(em, kMagMask) ? normal : nan);
     }
     return asFloat(r | sign);
   }
 
   template <class F>
-  TH_CODEC_INLINE static auto encode(F f) {
+  TH_CODEC_INLINE static auto encode(const F& f) {
     auto u = asBits(f);
     using U = decltype(u);
     U sign = (u >> 31) << (kExp + kMan);
     U a = u & 0x7fffffffu;
+    // Only selected when a >= kMinNormalBits, so it is below 2^31 there.
     U normal = (a - kRebias + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
-    normal = (normal > kMaxFinite) ? splat<U>(kIeee ? kInfCode : kMaxFinite) : normal;
+    normal = lessThan(normal, kMaxFinite + 1) ? normal : splat<U>(kIeee ? kInfCode : kMaxFinite);
     U sub = asBits(asFloat(a) + asFloat(kSubnormalMagicBits)) - kSubnormalMagicBits;
     U nan;
     if constexpr (kIeee) {
@@ -128,7 +147,7 @@ struct SmallFloat {
     } else {
       nan = splat<U>(kMagMask);
     }
-    U r = (a < kMinNormalBits) ? sub : ((a <= 0x7f800000u) ? normal : nan);
+    U r = lessThan(a, kMinNormalBits) ? sub : (lessThan(a, 0x7f800001u) ? normal : nan);
     return U(r | sign);
   }
 };
@@ -140,20 +159,27 @@ using Fp8E5M2 = SmallFloat<5, 2, true>;
 // bfloat16 is the top half of a float: decoding is a shift, encoding rounds
 // the low 16 bits away (ties to even; overflow reaches infinity naturally).
 struct Bf16 {
-  template <class U>
-  TH_CODEC_INLINE static FloatOf<U> decode(U v) {
+  template <bool kQuiet = true, class U>
+  TH_CODEC_INLINE static FloatOf<U> decode(const U& v) {
     U u = v << 16;
-    U quiet = ((u & 0x7fffffffu) > 0x7f800000u) ? splat<U>(0x00400000u) : splat<U>(0);
-    return asFloat(u | quiet);
+    if constexpr (kQuiet) u = u | (lessThan(u & 0x7fffffffu, 0x7f800001u) ? splat<U>(0) : splat<U>(0x00400000u));
+    return asFloat(u);
   }
 
   template <class F>
-  TH_CODEC_INLINE static auto encode(F f) {
+  TH_CODEC_INLINE static auto encode(const F& f) {
+    return decltype(asBits(f))(encodeHigh(f) >> 16);
+  }
+
+  // The bfloat16 code in the high 16 bits of each lane (low bits zero): the
+  // float itself rounded to bfloat16 precision, NaNs quiet.
+  template <class F>
+  TH_CODEC_INLINE static auto encodeHigh(const F& f) {
     auto u = asBits(f);
     using U = decltype(u);
-    U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    U nan = (u >> 16) | 0x40u;
-    return U(((u & 0x7fffffffu) > 0x7f800000u) ? nan : rounded);
+    U rounded = u + (0x7fffu + ((u >> 16) & 1u));
+    U nan = u | 0x00400000u;
+    return U((lessThan(u & 0x7fffffffu, 0x7f800001u) ? rounded : nan) & 0xffff0000u);
   }
 };
 

@@ -11,14 +11,17 @@
 //   THESEUS_REDUCE_HAVE_F16C     1 to convert half with the F16C instructions
 //
 // How the kernels work. Elements are moved in GCC vectors (`vector_size`) of
-// kVecBytes: loads and stores go through memcpy, so any alignment is fine,
+// kVecBytes ("registers"; for the narrow floats a register is several float
+// vectors, see Packed): loads and stores go through memcpy, so any alignment is fine,
 // and every iteration loads all its inputs before it stores, so dst may alias
 // a or b exactly (not partially). The compute type of a vector lane is the
 // element type itself for integers, float and double, and float for half,
 // bfloat16 and fp8, which are decoded on load and rounded (to nearest even)
-// on store. The main loop moves 4 vectors per iteration, then single vectors,
-// then the remainder goes through a zero-padded stack copy of one vector, so
-// the tail runs exactly the same arithmetic as the body.
+// on store. The main loop moves 4 registers per iteration (fewer for the
+// software conversions, whose registers are wider and whose constants need
+// space), then single registers, then the remainder goes through a
+// zero-padded stack copy of one register, so the tail runs exactly the same
+// arithmetic as the body.
 //
 // Semantics of the operations (see exec/reduce.h):
 //  * integers: sum and prod wrap (computed in the unsigned type); max/min
@@ -79,23 +82,78 @@ template <class T>
 struct Native {
   static constexpr size_t kElemBytes = sizeof(T);
   static constexpr size_t kLanes = kVecBytes / sizeof(T);
+  static constexpr size_t kUnroll = 4;
   using V = Vec<T, kVecBytes>;
+  using Reg = V;
   static V load(const char* p) { return loadVec<V>(p); }
   static void store(char* p, V v) { storeVec(p, v); }
+  template <class F>
+  static V map(F f, V x, V y) {
+    return f(x, y);
+  }
   static V round(V v) { return v; }
 };
 
-// Narrow floats computed in float: Fmt is a codec from reduce_codec.h.
+using VU32 = Vec<uint32_t, kVecBytes>;
+
+// Narrow floats computed in float (Fmt is a codec from reduce_codec.h),
+// without moving any lane: a 32-bit word holds kPerWord codes (2 half or
+// bfloat16, 4 fp8), and code k of every word is shifted down and masked into
+// its own float vector, combined, then encoded and ORed back into place. So a
+// register (Reg) carries kPerWord float vectors and no shuffles are needed.
+// Loads do not quiet NaNs (stores do), see codec::SmallFloat::decode.
 template <class Fmt, class Storage>
-struct Narrow {
+struct Packed {
+  static constexpr size_t kPerWord = sizeof(uint32_t) / sizeof(Storage);
+  static constexpr uint32_t kBits = 8 * sizeof(Storage);
+  static constexpr uint32_t kMask = (1u << kBits) - 1;
   static constexpr size_t kElemBytes = sizeof(Storage);
-  static constexpr size_t kLanes = kVecBytes / sizeof(float);
+  static constexpr size_t kLanes = kVecBytes / sizeof(Storage);
+  static constexpr size_t kUnroll = kPerWord == 2 ? 2 : 1;
   using V = Vec<float, kVecBytes>;
-  using VU = Vec<uint32_t, kVecBytes>;
-  using VS = Vec<Storage, kLanes * sizeof(Storage)>;
-  static V load(const char* p) { return Fmt::decode(__builtin_convertvector(loadVec<VS>(p), VU)); }
-  static void store(char* p, V v) { storeVec(p, __builtin_convertvector(Fmt::encode(v), VS)); }
-  static V round(V v) { return Fmt::decode(Fmt::encode(v)); }
+  struct Reg {
+    V part[kPerWord];
+  };
+  using Parts = std::make_index_sequence<kPerWord>;
+
+  static Reg load(const char* p) { return split(loadVec<VU32>(p), Parts{}); }
+  static void store(char* p, const Reg& r) { storeVec(p, join(r, Parts{})); }
+  template <class F>
+  static Reg map(F f, const Reg& x, const Reg& y) {
+    return mapParts(f, x, y, Parts{});
+  }
+  static V round(V v) {
+    if constexpr (kBf16) {
+      return codec::asFloat(VU32(Fmt::encodeHigh(v)));
+    } else {
+      return Fmt::template decode<false>(Fmt::encode(v));
+    }
+  }
+
+ private:
+  // bfloat16 is the high half of a float: its parts need one AND or shift each.
+  static constexpr bool kBf16 = std::is_same_v<Fmt, codec::Bf16>;
+
+  template <size_t... K>
+  static Reg split(VU32 w, std::index_sequence<K...>) {
+    if constexpr (kBf16) {
+      return Reg{{codec::asFloat(VU32(w << 16)), codec::asFloat(VU32(w & 0xffff0000u))}};
+    } else {
+      return Reg{{Fmt::template decode<false>(VU32((w >> (kBits * K)) & kMask))...}};
+    }
+  }
+  template <size_t... K>
+  static VU32 join(const Reg& r, std::index_sequence<K...>) {
+    if constexpr (kBf16) {
+      return VU32(Fmt::encodeHigh(r.part[0]) >> 16) | VU32(Fmt::encodeHigh(r.part[1]));
+    } else {
+      return (VU32(Fmt::encode(r.part[K]) << (kBits * K)) | ...);
+    }
+  }
+  template <class F, size_t... K>
+  static Reg mapParts(F f, const Reg& x, const Reg& y, std::index_sequence<K...>) {
+    return Reg{{f(x.part[K], y.part[K])...}};
+  }
 };
 
 #if THESEUS_REDUCE_HAVE_F16C
@@ -104,8 +162,14 @@ struct Narrow {
 struct HalfF16c {
   static constexpr size_t kElemBytes = 2;
   static constexpr size_t kLanes = 8;
+  static constexpr size_t kUnroll = 4;
   using V = Vec<float, 32>;
+  using Reg = V;
   static_assert(kVecBytes == 32, "F16C kernels use 256-bit vectors");
+  template <class F>
+  static V map(F f, V x, V y) {
+    return f(x, y);
+  }
   static V load(const char* p) { return V(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
   static void store(char* p, V v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(__m256(v), _MM_FROUND_TO_NEAREST_INT));
@@ -114,11 +178,11 @@ struct HalfF16c {
 };
 using HalfElem = HalfF16c;
 #else
-using HalfElem = Narrow<codec::Half, uint16_t>;
+using HalfElem = Packed<codec::Half, uint16_t>;
 #endif
-using Bf16Elem = Narrow<codec::Bf16, uint16_t>;
-using E4M3Elem = Narrow<codec::Fp8E4M3, uint8_t>;
-using E5M2Elem = Narrow<codec::Fp8E5M2, uint8_t>;
+using Bf16Elem = Packed<codec::Bf16, uint16_t>;
+using E4M3Elem = Packed<codec::Fp8E4M3, uint8_t>;
+using E5M2Elem = Packed<codec::Fp8E5M2, uint8_t>;
 
 // ---- operations on compute vectors ----
 
@@ -182,15 +246,17 @@ inline V combineOp(V x, V y) {
   if constexpr (K == RedKind::kMin) return opMin(x, y);
 }
 
-// x * scale, rounded to the element type.
-template <class E>
+// x * scale, rounded to the element type (kRound=false when the value is
+// stored right away: the store rounds, and rounding twice changes nothing).
+template <class E, bool kRound = true>
 inline typename E::V scaleOp(typename E::V x, const ScaleArg& s) {
   using V = typename E::V;
   using Lane = LaneOf<V>;
   if constexpr (std::is_same_v<Lane, double>) {
     return x * s.d;
   } else if constexpr (std::is_same_v<Lane, float>) {
-    return E::round(x * s.f);
+    if constexpr (kRound) return E::round(x * s.f);
+    return x * s.f;
   } else {
     using U = UVecOf<V>;
     using ULane = LaneOf<U>;
@@ -204,45 +270,59 @@ inline typename E::V scaleOp(typename E::V x, const ScaleArg& s) {
 // dst; unary kernels get y == x. See the file comment for the loop shape.
 template <class E, bool kBinary, class F>
 inline void forEachVector(char* d, const char* a, const char* b, size_t n, F f) {
-  using V = typename E::V;
+  using Reg = typename E::Reg;
   constexpr size_t kL = E::kLanes;
   constexpr size_t kStep = kL * E::kElemBytes;
   size_t i = 0;
-  for (; i + 4 * kL <= n; i += 4 * kL) {
-    const size_t o = i * E::kElemBytes;
-    V x0 = E::load(a + o), x1 = E::load(a + o + kStep);
-    V x2 = E::load(a + o + 2 * kStep), x3 = E::load(a + o + 3 * kStep);
-    V y0 = x0, y1 = x1, y2 = x2, y3 = x3;
-    if constexpr (kBinary) {
-      y0 = E::load(b + o);
-      y1 = E::load(b + o + kStep);
-      y2 = E::load(b + o + 2 * kStep);
-      y3 = E::load(b + o + 3 * kStep);
+  if constexpr (E::kUnroll == 4) {
+    for (; i + 4 * kL <= n; i += 4 * kL) {
+      const size_t o = i * E::kElemBytes;
+      Reg x0 = E::load(a + o), x1 = E::load(a + o + kStep);
+      Reg x2 = E::load(a + o + 2 * kStep), x3 = E::load(a + o + 3 * kStep);
+      Reg y0 = x0, y1 = x1, y2 = x2, y3 = x3;
+      if constexpr (kBinary) {
+        y0 = E::load(b + o);
+        y1 = E::load(b + o + kStep);
+        y2 = E::load(b + o + 2 * kStep);
+        y3 = E::load(b + o + 3 * kStep);
+      }
+      E::store(d + o, E::map(f, x0, y0));
+      E::store(d + o + kStep, E::map(f, x1, y1));
+      E::store(d + o + 2 * kStep, E::map(f, x2, y2));
+      E::store(d + o + 3 * kStep, E::map(f, x3, y3));
     }
-    E::store(d + o, f(x0, y0));
-    E::store(d + o + kStep, f(x1, y1));
-    E::store(d + o + 2 * kStep, f(x2, y2));
-    E::store(d + o + 3 * kStep, f(x3, y3));
+  } else if constexpr (E::kUnroll == 2) {
+    for (; i + 2 * kL <= n; i += 2 * kL) {
+      const size_t o = i * E::kElemBytes;
+      Reg x0 = E::load(a + o), x1 = E::load(a + o + kStep);
+      Reg y0 = x0, y1 = x1;
+      if constexpr (kBinary) {
+        y0 = E::load(b + o);
+        y1 = E::load(b + o + kStep);
+      }
+      E::store(d + o, E::map(f, x0, y0));
+      E::store(d + o + kStep, E::map(f, x1, y1));
+    }
   }
   for (; i + kL <= n; i += kL) {
     const size_t o = i * E::kElemBytes;
-    V x = E::load(a + o);
-    V y = x;
+    Reg x = E::load(a + o);
+    Reg y = x;
     if constexpr (kBinary) y = E::load(b + o);
-    E::store(d + o, f(x, y));
+    E::store(d + o, E::map(f, x, y));
   }
   if (i < n) {
-    // The tail: one zero-padded vector, read completely before dst is written.
+    // The tail: one zero-padded register, read completely before dst is written.
     const size_t o = i * E::kElemBytes, bytes = (n - i) * E::kElemBytes;
     alignas(64) char ta[kStep] = {}, tb[kStep] = {}, td[kStep];
     std::memcpy(ta, a + o, bytes);
-    V x = E::load(ta);
-    V y = x;
+    Reg x = E::load(ta);
+    Reg y = x;
     if constexpr (kBinary) {
       std::memcpy(tb, b + o, bytes);
       y = E::load(tb);
     }
-    E::store(td, f(x, y));
+    E::store(td, E::map(f, x, y));
     std::memcpy(d + o, td, bytes);
   }
 }
@@ -261,7 +341,7 @@ template <class E>
 void scaleKernel(void* dst, const void* src, size_t n, const ScaleArg& s) {
   using V = typename E::V;
   forEachVector<E, false>(static_cast<char*>(dst), static_cast<const char*>(src), nullptr, n,
-                          [&s](V x, V) { return scaleOp<E>(x, s); });
+                          [&s](V x, V) { return scaleOp<E, false>(x, s); });
 }
 
 // Integer division truncates toward zero, computed in 64 bits so that any
@@ -274,7 +354,7 @@ void divideKernel(void* dst, size_t n, uint32_t divisor) {
   char* d = static_cast<char*>(dst);
   if constexpr (std::is_floating_point_v<Lane>) {
     const Lane div = static_cast<Lane>(divisor);
-    forEachVector<E, false>(d, d, nullptr, n, [div](V x, V) { return E::round(x / div); });
+    forEachVector<E, false>(d, d, nullptr, n, [div](V x, V) { return x / div; });
   } else {
     using Wide = std::conditional_t<std::is_signed_v<Lane>, int64_t, uint64_t>;
     for (size_t i = 0; i < n; ++i) {
