@@ -42,7 +42,10 @@ Status TcpBootstrap::allGather(const std::string& mine, std::vector<std::string>
     w.put<uint64_t>(seq);
     std::string payload = w.take() + mine;
     Status s = sendOnLink(0, wire::kAgContribution, payload, bootstrapTimeoutMs());
-    if (!s.isOk()) return s.withContext("out-of-band allGather #" + std::to_string(seq));
+    if (!s.isOk()) {
+      Status leader = checkPeerAlive(0, "the leader");
+      return (leader.isOk() ? s : leader).withContext("out-of-band allGather #" + std::to_string(seq));
+    }
   }
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -17,6 +17,7 @@
 //    id), where the parent's control thread parks them. Only members take
 //    part, so ranks outside the child, dead or alive, are never waited for.
 #include <algorithm>
+#include <cerrno>
 #include <set>
 
 #include "bootstrap/bootstrap_settings.h"
@@ -28,7 +29,9 @@
 namespace theseus::bootstrap {
 namespace {
 
-constexpr int64_t kRootGraceMs = 5000;  // the root's own timeout started at the first join
+constexpr int64_t kRootGraceMs = 5000;    // the root's own timeout started at the first join
+constexpr int64_t kLeaderGraceMs = 2000;  // let the leader's explanation of a failure arrive
+constexpr int64_t kProbeIntervalMs = 1000;
 
 size_t maxTableBytes(int nranks) { return 4096 + static_cast<size_t>(nranks) * 512; }
 
@@ -95,7 +98,8 @@ Result<wire::Table> joinRoot(TcpBootstrap& b, const ncclUniqueId* ids, int nIds,
 // (the leader's own bootstrap, or the parent's for children) by (kind, fromRanks[i], tag).
 Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKind kind, uint64_t tag,
                                             const std::vector<int>& fromRanks, uint64_t commHash, PeerInfo self,
-                                            const Wait& wait, std::vector<int>* links, const char* unit) {
+                                            const Wait& wait, std::vector<int>* links, const char* unit,
+                                            const std::vector<std::string>* probeAddresses = nullptr) {
   const int n = static_cast<int>(fromRanks.size());
   std::vector<PeerInfo> peers(n);
   peers[0] = self;
@@ -105,8 +109,21 @@ Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKi
     std::string who = "rank " + std::to_string(i) + (kind == wire::ConnKind::kChildJoin
                                                          ? " (" + std::string(unit) + " rank " + std::to_string(fromRanks[i]) + ")"
                                                          : std::string());
-    auto claimed = parkedAt.claimParked(kind, fromRanks[i], tag, wait, who + " to join",
-                                        [&] { return parkedAt.checkPeerAlive(fromRanks[i], unit); });
+    // Children: the parent's links tell whether a member died. Comms from unique ids have no
+    // links yet; a member that got the table and died is found by probing its listen socket.
+    Deadline nextProbe = Deadline::afterMs(kProbeIntervalMs);
+    auto alive = [&]() -> Status {
+      if (kind == wire::ConnKind::kChildJoin) return parkedAt.checkPeerAlive(fromRanks[i], unit);
+      if (!nextProbe.expired() || probeAddresses == nullptr) return Status::ok();
+      nextProbe = Deadline::afterMs(kProbeIntervalMs);
+      const std::string& address = (*probeAddresses)[i];
+      auto addr = SockAddr::parse(address);
+      if (addr.isOk() && probeConnect(addr.value(), kProbeIntervalMs / 2) == ECONNREFUSED)
+        return remoteError("%s of %d is gone: its bootstrap listener at %s refuses connections (did the process "
+                           "exit?)", who.c_str(), n, address.c_str());
+      return Status::ok();
+    };
+    auto claimed = parkedAt.claimParked(kind, fromRanks[i], tag, wait, who + " to join", alive);
     if (!claimed.isOk()) {
       failure = claimed.status();
       if (failure.code() == ncclRemoteError && wait.deadline.expired())
@@ -163,7 +180,11 @@ Result<std::vector<PeerInfo>> joinLeader(const std::string& leaderAddress, const
   Status s = wire::sendHello(fd, hello, wait, who);
   if (s.isOk()) s = wire::sendFrame(fd, wire::kJoin, wire::encodeLinkJoin(join), wait, who);
   Result<wire::Frame> reply = s;
-  if (s.isOk()) reply = wire::recvFrame(fd, maxTableBytes(join.nranks), wait, who);
+  if (s.isOk()) {
+    Wait replyWait = wait;
+    replyWait.deadline = Deadline::afterMs(wait.deadline.remainingMs() + kLeaderGraceMs);
+    reply = wire::recvFrame(fd, maxTableBytes(join.nranks), replyWait, who);
+  }
   wire::Table t;
   if (reply.isOk()) {
     if (reply.value().type != wire::kTable) s = remoteError("%s", wire::describeUnexpected(reply.value(), "the peer table").c_str());
@@ -187,10 +208,8 @@ Status validateIds(const ncclUniqueId* ids, int nIds, int rank, int nranks) {
   return Status::ok();
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, int nIds, int rank, int nranks,
-                                                       const InitOptions& options) {
+Result<std::unique_ptr<Bootstrap>> fromUniqueIds(const ncclUniqueId* ids, int nIds, int rank, int nranks,
+                                                 const InitOptions& options) {
   TH_CHECK(validateIds(ids, nIds, rank, nranks));
   for (int i = 0; i < nIds; ++i) {
     auto id = decodeRootId(ids[i]);
@@ -211,8 +230,11 @@ Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, 
   if (rank == 0 && nranks > 1) {
     std::vector<int> from(nranks);
     for (int r = 0; r < nranks; ++r) from[r] = r;
+    std::vector<std::string> addresses;
+    for (const auto& p : table.peers) addresses.push_back(p.listenAddress);
     std::vector<PeerInfo> got;
-    TH_ASSIGN(got, gatherMembers(*b, wire::ConnKind::kControl, 0, from, commHash, table.peers[0], wait, &links, "rank"));
+    TH_ASSIGN(got, gatherMembers(*b, wire::ConnKind::kControl, 0, from, commHash, table.peers[0], wait, &links, "rank",
+                                 &addresses));
   } else if (rank != 0) {
     wire::Hello h;
     h.kind = static_cast<uint32_t>(wire::ConnKind::kControl);
@@ -228,8 +250,8 @@ Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, 
   return std::unique_ptr<Bootstrap>(std::move(b));
 }
 
-Result<std::unique_ptr<Bootstrap>> createChild(Bootstrap& parentBase, const std::vector<int>& members, uint64_t childId,
-                                               const InitOptions& options) {
+Result<std::unique_ptr<Bootstrap>> child(Bootstrap& parentBase, const std::vector<int>& members, uint64_t childId,
+                                         const InitOptions& options) {
   auto* parent = dynamic_cast<TcpBootstrap*>(&parentBase);
   if (parent == nullptr) return internalError("createChild: the parent is not a TCP bootstrap");
   const int n = static_cast<int>(members.size());
@@ -271,6 +293,28 @@ Result<std::unique_ptr<Bootstrap>> createChild(Bootstrap& parentBase, const std:
   TH_INFO(log::kBootstrap | log::kInit, "Bootstrap: child %#llx of comm %#llx: rank %d of %d ready",
           static_cast<unsigned long long>(childHash), static_cast<unsigned long long>(parent->commHash()), me, n);
   return std::unique_ptr<Bootstrap>(std::move(b));
+}
+
+// Whatever failed while the user aborted, the answer is "aborted".
+template <typename T>
+Result<T> unlessAborted(Result<T> r, const InitOptions& options, const AbortFlag* parentAbort) {
+  if (r.isOk()) return r;
+  if ((options.abort && options.abort->isSet()) || (parentAbort && parentAbort->isSet()))
+    return invalidUsage("communicator aborted during initialisation (%s)", r.status().message().c_str());
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, int nIds, int rank, int nranks,
+                                                       const InitOptions& options) {
+  return unlessAborted(fromUniqueIds(ids, nIds, rank, nranks, options), options, nullptr);
+}
+
+Result<std::unique_ptr<Bootstrap>> createChild(Bootstrap& parent, const std::vector<int>& members, uint64_t childId,
+                                               const InitOptions& options) {
+  auto* tcp = dynamic_cast<TcpBootstrap*>(&parent);
+  return unlessAborted(child(parent, members, childId, options), options, tcp ? tcp->options().abort : nullptr);
 }
 
 }  // namespace theseus::bootstrap

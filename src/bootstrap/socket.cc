@@ -242,7 +242,7 @@ bool IfNameFilter::matches(const std::string& ifname) const {
 Result<NetInterface> selectInterface(const std::vector<NetInterface>& interfaces, const InterfacePolicy& policy) {
   // Rank every usable address; lower is better, ties keep getifaddrs order.
   auto tier = [&](const NetInterface& i) -> int {
-    if (!policy.ifname.empty()) return 0;
+    if (!policy.ifname.empty()) return i.loopback ? 1 : 0;  // among the user's choices, loopback last
     if (policy.commId && i.addr.sameSubnet(*policy.commId, i.netmask)) return 0;
     if (startsWith(i.name, "ib")) return 1;
     if (i.loopback || startsWith(i.name, "lo")) return 4;
@@ -406,6 +406,13 @@ Result<int> connectTo(const SockAddr& to, const Wait& wait, const std::string& w
     if (!sleepWithin(wait, std::min<int64_t>((attempt + 1) * sleepMs, 1000)))
       return waitEnded(wait, "a connection to " + what + " at " + to.toString());
   }
+}
+
+int probeConnect(const SockAddr& to, int64_t timeoutMs) {
+  int fd = -1;
+  int err = connectOnce(to, Wait::forMs(timeoutMs), &fd);
+  if (fd >= 0) ::close(fd);
+  return err;
 }
 
 int acceptNonBlocking(int listenFd) {

@@ -78,7 +78,8 @@ struct InterfacePolicy {
 
 // Picks the bootstrap interface. Default order: an interface in NCCL_COMM_ID's
 // subnet; then ib*; then anything but docker*/lo*/virbr*; then docker*/virbr*;
-// then loopback. IPv4 before IPv6 on equal rank; IPv6 link-local never.
+// then loopback. With NCCL_SOCKET_IFNAME: the matching interfaces in order,
+// loopback last. IPv4 before IPv6 on equal rank; IPv6 link-local never.
 Result<NetInterface> selectInterface(const std::vector<NetInterface>& interfaces, const InterfacePolicy& policy);
 // The process's bootstrap interface, chosen once from the environment.
 Result<NetInterface> bootstrapInterface();
@@ -116,6 +117,9 @@ Result<int> listenOn(const SockAddr& addr, SockAddr* bound, bool reuseAddr = fal
 // ends the attempts with its error. Returns a blocking, connected fd (TCP_NODELAY).
 Result<int> connectTo(const SockAddr& to, const Wait& wait, const std::string& what,
                       const std::function<Status()>& stillWanted = nullptr);
+// One connection attempt, closed at once: 0 when something accepted it, else
+// the errno (ECONNREFUSED: nobody listens there any more).
+int probeConnect(const SockAddr& to, int64_t timeoutMs);
 // Accepts one pending connection on a non-blocking listen fd (-1 when none).
 int acceptNonBlocking(int listenFd);
 

@@ -1,0 +1,298 @@
+// Bad peers: garbage, wrong magic, oversized lengths, duplicate or inconsistent
+// joins, ranks that never come or die during init, aborts. Nothing crashes or
+// hangs, errors name the culprit, and legitimate ranks still succeed.
+#include <unistd.h>
+
+#include <random>
+
+#include "boot_test_util.h"
+#include "bootstrap/host_identity.h"
+#include "bootstrap/unique_id.h"
+#include "bootstrap/wire.h"
+
+namespace theseus::bootstrap {
+namespace {
+
+using testing::eventually;
+using testing::makeComm;
+using testing::makeRanks;
+using testing::rawConnect;
+using testing::ScopedEnv;
+
+const Wait kWait = Wait::forMs(5000);
+
+std::string randomBytes(size_t n) {
+  std::mt19937 gen(1234);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(gen());
+  return s;
+}
+
+void sendRaw(int fd, const std::string& bytes) { ASSERT_TRUE(sendAll(fd, bytes.data(), bytes.size(), kWait, "x").isOk()); }
+
+std::string rawFrame(uint32_t type, uint32_t length, const std::string& payload = "") {
+  std::string s(12, '\0');
+  uint32_t marker = wire::kFrameMarker;
+  memcpy(s.data(), &marker, 4);
+  memcpy(s.data() + 4, &type, 4);
+  memcpy(s.data() + 8, &length, 4);
+  return s + payload;
+}
+
+wire::Hello rootHello(const ncclUniqueId& id, int rank) {
+  wire::Hello h;
+  h.magic = decodeRootId(id).value().magic;
+  h.kind = static_cast<uint32_t>(wire::ConnKind::kRootJoin);
+  h.fromRank = rank;
+  return h;
+}
+
+// Joins the root by hand as `rank`; returns the connection.
+int fakeJoin(const ncclUniqueId& id, int rank, int nranks) {
+  int fd = rawConnect(decodeRootId(id).value().addr.toString());
+  wire::RootJoin j;
+  j.rank = rank;
+  j.nranks = nranks;
+  j.idsHash = hashIds(&id, 1);
+  j.root0Id.assign(id.internal, sizeof(id.internal));
+  j.peer = PeerInfo{rank, getpid(), 0, hostIdentity().hash, "fake", "127.0.0.1:1"};
+  EXPECT_TRUE(wire::sendHello(fd, rootHello(id, rank), kWait, "root").isOk());
+  EXPECT_TRUE(wire::sendFrame(fd, wire::kJoin, wire::encodeRootJoin(j), kWait, "root").isOk());
+  return fd;
+}
+
+TEST(BootstrapRobustness, RootSurvivesGarbageAndLegitimateRanksSucceed) {
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  const std::string root = decodeRootId(id).value().addr.toString();
+  std::vector<int> fds;
+  fds.push_back(rawConnect(root));
+  sendRaw(fds.back(), randomBytes(100));  // noise
+  fds.push_back(rawConnect(root));
+  wire::Hello wrong = rootHello(id, 0);
+  wrong.magic ^= 1;
+  ASSERT_TRUE(wire::sendHello(fds.back(), wrong, kWait, "root").isOk());  // another id's magic
+  fds.push_back(rawConnect(root));
+  ASSERT_TRUE(wire::sendHello(fds.back(), rootHello(id, 0), kWait, "root").isOk());
+  sendRaw(fds.back(), rawFrame(wire::kJoin, 0xfffffff0u));  // absurd length
+  fds.push_back(rawConnect(root));  // says nothing at all
+  fds.push_back(rawConnect(root));
+  wire::Hello oddKind = rootHello(id, 0);
+  oddKind.kind = 99;
+  ASSERT_TRUE(wire::sendHello(fds.back(), oddKind, kWait, "root").isOk());
+  int malformed = rawConnect(root);
+  ASSERT_TRUE(wire::sendHello(malformed, rootHello(id, 0), kWait, "root").isOk());
+  ASSERT_TRUE(wire::sendFrame(malformed, wire::kJoin, "not a join", kWait, "root").isOk());
+  auto reply = wire::recvFrame(malformed, 4096, kWait, "root");
+  ASSERT_TRUE(reply.isOk()) << reply.status().message();
+  EXPECT_EQ(reply.value().type, wire::kError);
+  EXPECT_NE(reply.value().payload.find("malformed join"), std::string::npos) << reply.value().payload;
+  ::close(malformed);
+
+  auto m = makeRanks(id, 3, {0, 1, 2});
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(m.status[r].isOk()) << m.status[r].message();
+  EXPECT_LT(m.seconds, 10.0);
+  for (int fd : fds) ::close(fd);
+}
+
+TEST(BootstrapRobustness, RootRejectsDuplicateAndInconsistentJoins) {
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  int first = fakeJoin(id, 1, 3);
+  int dup = fakeJoin(id, 1, 3);
+  auto r = wire::recvFrame(dup, 4096, kWait, "root");
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r.value().type, wire::kError);
+  EXPECT_NE(r.value().payload.find("rank 1 of 3 has already joined"), std::string::npos) << r.value().payload;
+  int mismatch = fakeJoin(id, 0, 5);
+  auto r2 = wire::recvFrame(mismatch, 4096, kWait, "root");
+  ASSERT_TRUE(r2.isOk());
+  EXPECT_EQ(r2.value().type, wire::kError);
+  EXPECT_NE(r2.value().payload.find("nranks 5"), std::string::npos) << r2.value().payload;
+  for (int fd : {first, dup, mismatch}) ::close(fd);
+}
+
+TEST(BootstrapRobustness, MissingRankIsNamedWithinTheTimeout) {
+  ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "800");
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  auto m = makeRanks(id, 4, {0, 1, 3});
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(m.status[r].code(), ncclRemoteError);
+    EXPECT_NE(m.status[r].message().find("rank 2 of 4 never joined within 800 ms"), std::string::npos)
+        << m.status[r].message();
+  }
+  EXPECT_GE(m.seconds, 0.7);
+  EXPECT_LT(m.seconds, 5.0);
+}
+
+TEST(BootstrapRobustness, ARankThatDiesAfterJoiningTheRootIsFoundByTheLeader) {
+  ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "30000");
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  // The fake gets the table (its "listen address" refuses connections, like a dead process's)
+  // and never makes its control link.
+  std::thread dead([&] {
+    int fd = fakeJoin(id, 2, 3);
+    auto table = wire::recvFrame(fd, 1 << 20, kWait, "root");
+    EXPECT_TRUE(table.isOk());
+    ::close(fd);
+  });
+  auto m = makeRanks(id, 3, {0, 1});
+  dead.join();
+  EXPECT_EQ(m.status[0].code(), ncclRemoteError);
+  EXPECT_NE(m.status[0].message().find("rank 2 of 3 is gone"), std::string::npos) << m.status[0].message();
+  EXPECT_FALSE(m.status[1].isOk());
+  EXPECT_NE(m.status[1].message().find("rank 2 of 3 is gone"), std::string::npos) << "the leader tells the others: "
+                                                                                   << m.status[1].message();
+  EXPECT_LT(m.seconds, 5.0) << "not the 30 s timeout";
+}
+
+TEST(BootstrapRobustness, ARankThatDiesDuringInitFailsTheOthersAtOnce) {
+  ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "30000");
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  std::thread killer([&] {
+    int fd = fakeJoin(id, 2, 4);  // rank 3 never comes, so the root is still waiting when rank 2 dies
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the root has taken the join
+    ::close(fd);                                                   // ... and the "process" dies
+  });
+  auto m = makeRanks(id, 4, {0, 1});
+  killer.join();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(m.status[r].code(), ncclRemoteError);
+    EXPECT_NE(m.status[r].message().find("rank 2 closed its connection to the bootstrap root"), std::string::npos)
+        << m.status[r].message();
+  }
+  EXPECT_LT(m.seconds, 5.0) << "not the 30 s timeout";
+}
+
+TEST(BootstrapRobustness, AbortUnblocksAStuckInit) {
+  ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "30000");
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  AbortFlag abort;
+  std::vector<InitOptions> opts(3);
+  for (auto& o : opts) o.abort = &abort;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    abort.set();
+  });
+  auto m = makeRanks(id, 3, {0, 1}, opts);
+  aborter.join();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(m.status[r].code(), ncclInvalidUsage) << m.status[r].message();
+    EXPECT_NE(m.status[r].message().find("aborted"), std::string::npos);
+  }
+  EXPECT_LT(m.seconds, 3.0);
+}
+
+TEST(BootstrapRobustness, ListenerDropsForeignConnectionsAndTheCommKeepsWorking) {
+  auto m = makeComm(2);
+  const std::string addr = m.comms[1]->peers()[1].listenAddress;
+  std::vector<int> fds;
+  auto hello = [&](uint32_t kind, uint64_t hash, int from, uint64_t magic = wire::kProtocolMagic) {
+    wire::Hello h;
+    h.magic = magic;
+    h.kind = kind;
+    h.commHash = hash;
+    h.fromRank = from;
+    fds.push_back(rawConnect(addr));
+    EXPECT_TRUE(wire::sendHello(fds.back(), h, kWait, "rank 1").isOk());
+  };
+  const uint64_t hash = m.comms[0]->commHash();
+  const auto data = static_cast<uint32_t>(wire::ConnKind::kData);
+  fds.push_back(rawConnect(addr));
+  sendRaw(fds.back(), randomBytes(4096));
+  hello(data, hash, 0, 0x1234);                                           // wrong magic
+  hello(data, hash ^ 1, 0);                                               // another communicator
+  hello(data, hash, 99);                                                  // no such rank
+  hello(data, hash, -5);                                                  // negative rank
+  hello(static_cast<uint32_t>(wire::ConnKind::kControl), hash, 0);        // control link after setup
+  hello(77, hash, 0);                                                     // unknown kind
+  fds.push_back(rawConnect(addr));                                        // silent
+  // The communicator still works: allGather and a real data connection.
+  std::thread t([&] {
+    std::vector<std::string> all;
+    EXPECT_TRUE(m.comms[1]->allGather("b", &all).isOk());
+    auto fd = m.comms[1]->acceptFrom(0, 3, Deadline::afterMs(3000));
+    ASSERT_TRUE(fd.isOk()) << fd.status().message();
+    char c = 0;
+    EXPECT_TRUE(recvAll(fd.value(), &c, 1, kWait, "rank 0").isOk());
+    EXPECT_EQ(c, 'z');
+    ::close(fd.value());
+  });
+  std::vector<std::string> all;
+  EXPECT_TRUE(m.comms[0]->allGather("a", &all).isOk());
+  auto fd = m.comms[0]->connectTo(1, 3, Deadline::afterMs(3000));
+  ASSERT_TRUE(fd.isOk());
+  EXPECT_TRUE(sendAll(fd.value(), "z", 1, kWait, "rank 1").isOk());
+  t.join();
+  ::close(fd.value());
+  // A foreign hello for tag 3 did not get handed out as the data connection.
+  EXPECT_EQ(m.comms[1]->acceptFrom(0, 3, Deadline::afterMs(100)).status().code(), ncclRemoteError);
+  EXPECT_TRUE(m.comms[0]->failedRanks().empty());
+  EXPECT_TRUE(m.comms[1]->failedRanks().empty());
+  for (int f : fds) ::close(f);
+}
+
+// Plays rank 1 of a 2-rank communicator by hand up to the control link, then misbehaves.
+void impersonateAndSend(const std::string& badBytes, const char* expectInReason) {
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  std::unique_ptr<Bootstrap> leader;
+  std::thread t([&] {
+    auto b = createFromUniqueIds(&id, 1, 0, 2, {});
+    ASSERT_TRUE(b.isOk()) << b.status().message();
+    leader = b.take();
+  });
+  int rootFd = fakeJoin(id, 1, 2);
+  auto table = wire::recvFrame(rootFd, 1 << 20, kWait, "root");
+  ::close(rootFd);
+  if (!table.isOk() || table.value().type != wire::kTable) t.join();
+  ASSERT_TRUE(table.isOk()) << table.status().message();
+  ASSERT_EQ(table.value().type, wire::kTable) << table.value().payload;
+  wire::Table tb;
+  ASSERT_TRUE(wire::decodeTable(table.value().payload, 2, &tb).isOk());
+  const uint64_t hash = wire::hashValue(tb.nonce, hashIds(&id, 1));
+  int link = rawConnect(tb.peers[0].listenAddress);
+  wire::Hello h;
+  h.kind = static_cast<uint32_t>(wire::ConnKind::kControl);
+  h.commHash = hash;
+  h.fromRank = 1;
+  ASSERT_TRUE(wire::sendHello(link, h, kWait, "leader").isOk());
+  wire::LinkJoin j{1, 2, hash, tb.peers[1]};
+  ASSERT_TRUE(wire::sendFrame(link, wire::kJoin, wire::encodeLinkJoin(j), kWait, "leader").isOk());
+  auto welcome = wire::recvFrame(link, 1 << 20, kWait, "leader");
+  ASSERT_TRUE(welcome.isOk() && welcome.value().type == wire::kTable);
+  t.join();
+  ASSERT_TRUE(leader);
+  std::string reason;
+  leader->setPeerFailureCallback([&](int rank, const Status& why) {
+    EXPECT_EQ(rank, 1);
+    reason = why.message();
+  });
+  sendRaw(link, badBytes);
+  ASSERT_TRUE(eventually([&] { return leader->failedRanks() == std::vector<int>{1}; }));
+  EXPECT_TRUE(eventually([&] { return reason.find(expectInReason) != std::string::npos; })) << reason;
+  std::vector<std::string> all;
+  Status s = leader->allGather("x", &all);
+  EXPECT_EQ(s.code(), ncclRemoteError);
+  EXPECT_NE(s.message().find("rank 1 has failed"), std::string::npos) << s.message();
+  ::close(link);
+}
+
+TEST(BootstrapRobustness, OversizedControlMessageMarksTheSenderFailed) {
+  impersonateAndSend(rawFrame(wire::kFirstUserType, 0xfffffff0u), "exceeds the limit");
+}
+
+TEST(BootstrapRobustness, GarbageOnAControlLinkMarksTheSenderFailed) {
+  impersonateAndSend(randomBytes(64), "malformed control message");
+}
+
+TEST(BootstrapRobustness, ReservedMessageTypeMarksTheSenderFailed) {
+  impersonateAndSend(rawFrame(12, 0), "unexpected or malformed control message (type 12)");
+}
+
+}  // namespace
+}  // namespace theseus::bootstrap
