@@ -59,8 +59,10 @@ Status acceptAll(bootstrap::Bootstrap& boot, const SocketParams& p, Deadline dea
   for (uint32_t i = 0; i < nsocks; ++i) {
     TH_ASSIGN(int fd, acceptSliced(boot, p, i, deadline, abort, s->cancel, timeoutMs));
     s->fds.push_back(fd);
+    // Once connected, the hello is due at once: a silent peer is an error, not a wait.
     wire::Hello h;
-    TH_CHECK(readFully(fd, &h, sizeof(h), deadline, abort, &s->cancel, "reading the connection hello"));
+    TH_CHECK(readFully(fd, &h, sizeof(h), Deadline::afterMs(timeoutMs), abort, &s->cancel,
+                       "reading the connection hello"));
     TH_CHECK(checkHello(h, p, i, nsocks));
     if (i == 0) {
       nsocks = h.nsocks;

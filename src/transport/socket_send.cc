@@ -1,5 +1,6 @@
 // Send side of the TCP transport and the SocketPump (see socket_transport.h).
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,14 +27,18 @@ namespace {
 class SocketSendConnection final : public SendConnection, public SocketWaitable, public SocketPump::Client {
  public:
   SocketSendConnection(const SocketParams& p, std::vector<int> fds, RingMemory ring, ConnectionCounters* counters,
-                       SocketPump* pump)
+                       SocketPump* pump, const AbortFlag* abort)
       : p_(p), fds_(std::move(fds)), ring_(std::move(ring)), metas_(p.slots), cursors_(fds_.size()),
-        counters_(counters), pump_(pump) {
+        counters_(counters), pump_(pump), abort_(abort) {
     if (pump_ != nullptr) pump_->add(this);
   }
   ~SocketSendConnection() override {
     if (pump_ != nullptr) pump_->remove(this);
-    for (int fd : fds_) close(fd);
+    flush();
+    for (int fd : fds_) {
+      shutdown(fd, SHUT_WR);
+      close(fd);
+    }
   }
 
   Kind kind() const override { return Kind::kSocket; }
@@ -122,6 +127,32 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
     uint64_t off = 0;  // bytes of it written (socket 0: header first)
   };
 
+  // A collective completes once its messages are queued, so a communicator may
+  // be destroyed while the last ones are still here: write them out before
+  // closing (bounded; skipped on abort or when the peer is gone).
+  void flush() {
+    constexpr int64_t kFlushMs = 10000;
+    Deadline deadline = Deadline::afterMs(kFlushMs);
+    std::unique_lock lock(mu_);
+    std::vector<struct pollfd> fds;
+    for (;;) {
+      drive();
+      if (!pendingLocked() || (abort_ != nullptr && abort_->isSet())) return;
+      if (deadline.expired()) {
+        TH_WARN("closing the TCP connection to rank %d (channel %d) with %llu message(s) unsent after %lld ms",
+                p_.peer, p_.channel, static_cast<unsigned long long>(committed_ - completed_.load()),
+                static_cast<long long>(kFlushMs));
+        return;
+      }
+      fds.clear();
+      for (size_t i = 0; i < fds_.size(); ++i)
+        if (cursors_[i].msg < committed_) fds.push_back({fds_[i], POLLOUT, 0});
+      lock.unlock();
+      (void)poll(fds.data(), fds.size(), 10);
+      lock.lock();
+    }
+  }
+
   uint64_t streamBytes(uint32_t i, uint64_t m) const {
     uint64_t payload = stripePart(metas_[m % p_.slots].header.bytes, p_.nsocks, p_.stripeMinBytes, i).bytes;
     return payload + (i == 0 ? sizeof(wire::MessageHeader) : 0);
@@ -199,6 +230,7 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
   std::vector<Cursor> cursors_;
   ConnectionCounters* counters_;
   SocketPump* pump_;
+  const AbortFlag* abort_;
   std::mutex mu_;
   bool acquired_ = false;
   uint64_t committed_ = 0;                // written by the executor's thread under mu_
@@ -229,7 +261,7 @@ Result<SocketSendHandle> connectSocketSend(bootstrap::Bootstrap& boot, const Soc
   }
   auto ring = allocRing(static_cast<size_t>(p.slots) * p.slotBytes);
   if (!ring.isOk()) return fail(ring.status());
-  auto* c = new SocketSendConnection(p, std::move(fds), ring.take(), counters, pump);
+  auto* c = new SocketSendConnection(p, std::move(fds), ring.take(), counters, pump, abort);
   SocketSendHandle h;
   h.connection.reset(c);
   h.waitable = c;

@@ -113,8 +113,10 @@ struct SocketRecvHandle {
 // Connects now (bounded by `deadline` and `abort`).
 Result<SocketSendHandle> connectSocketSend(bootstrap::Bootstrap& boot, const SocketParams& params, Deadline deadline,
                                            const AbortFlag* abort, ConnectionCounters* counters, SocketPump* pump);
-// Returns at once; the sockets are accepted on a helper thread until `deadline`.
-// `timeoutMs` is the length of `deadline`, for the error message.
+// Returns at once; the sockets are accepted on a helper thread until `deadline`
+// (Deadline::never() for lazy connections: the executor's stall timeout, abort
+// and destruction bound that wait). `timeoutMs`: how long a connected peer may
+// take to send its hello, and the length of a finite `deadline` for messages.
 SocketRecvHandle startSocketRecv(bootstrap::Bootstrap& boot, const SocketParams& params, Deadline deadline,
                                  const AbortFlag* abort, int64_t timeoutMs, ConnectionCounters* counters, WakeFn wake,
                                  void* wakeCtx);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bootstrap/bootstrap_settings.h"
 #include "common/knobs.h"
 
 namespace theseus::transport {
@@ -40,9 +41,6 @@ const IntKnob kStripeMin("THESEUS_SOCKET_STRIPE_MIN_BYTES", 256 << 10,
                          "Messages at least this large are striped across the sockets of a connection");
 const IntKnob kSndBuf("NCCL_SOCKET_SNDBUF", -1, "SO_SNDBUF of data sockets in bytes (-1: kernel autotuning)");
 const IntKnob kRcvBuf("NCCL_SOCKET_RCVBUF", -1, "SO_RCVBUF of data sockets in bytes (-1: kernel autotuning)");
-const IntKnob kConnectTimeoutMs("THESEUS_CONNECT_TIMEOUT_MS", 600000,
-                                "How long making a data connection may take, including waiting for the peer to "
-                                "reach the step that uses it");
 
 Status checkRange(const IntKnob& knob, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi)
@@ -116,8 +114,7 @@ Result<TransportConfig> readTransportConfig() {
   c.socketSendBuf = static_cast<int>(snd);
   c.socketRecvBuf = static_cast<int>(rcv);
 
-  c.connectTimeoutMs = kConnectTimeoutMs.get();
-  TH_CHECK(checkRange(kConnectTimeoutMs, c.connectTimeoutMs, 1, int64_t(1) << 40));
+  c.connectTimeoutMs = bootstrap::connectTimeoutMs();
   return c;
 }
 

@@ -34,12 +34,14 @@ struct TransportConfig {
   int socketSendBuf = -1;             // SO_SNDBUF; -1 leaves the kernel's autotuning
   int socketRecvBuf = -1;
 
-  int64_t connectTimeoutMs = 600000;
+  // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
+  // connection, and prepare() waiting for the peers' connections.
+  int64_t connectTimeoutMs = 60000;
 };
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
 // NCCL_SHM_DISABLE, NCCL_BUFFSIZE, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD,
-// NCCL_SOCKET_SNDBUF/RCVBUF, THESEUS_CONNECT_TIMEOUT_MS).
+// NCCL_SOCKET_SNDBUF/RCVBUF; THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
 Result<TransportConfig> readTransportConfig();
 
 // Limits shared by the config checks and the wire-format checks.

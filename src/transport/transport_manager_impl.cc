@@ -50,7 +50,7 @@ TransportManagerImpl::~TransportManagerImpl() {
   // the pump, then the shm mappings the connections pointed into.
   {
     std::lock_guard lock(mu_);
-    socketWaitables_.clear();
+    sockets_.clear();
     ownedRecv_.clear();
     ownedSend_.clear();
   }
@@ -110,11 +110,10 @@ Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) 
     p.stripeMinBytes = config_.stripeMinBytes;
     p.sendBuf = config_.socketSendBuf;
     p.recvBuf = config_.socketRecvBuf;
-    int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
-    TH_ASSIGN(SocketSendHandle h, connectSocketSend(boot_, p, Deadline::afterMs(timeout), options_.abort,
+    TH_ASSIGN(SocketSendHandle h, connectSocketSend(boot_, p, Deadline::afterMs(connectTimeoutMs()), options_.abort,
                                                     &sendCounters_[idx], pump_.get()));
     conn = std::move(h.connection);
-    socketWaitables_.push_back(h.waitable);
+    sockets_.push_back({h.waitable, peer, channel, false});
     socketCount_.fetch_add(1);
   }
   SendConnection* raw = conn.get();
@@ -138,11 +137,12 @@ Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) 
     p.slots = config_.socketSlots;
     p.sendBuf = config_.socketSendBuf;
     p.recvBuf = config_.socketRecvBuf;
-    int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
-    SocketRecvHandle h = startSocketRecv(boot_, p, Deadline::afterMs(timeout), options_.abort, timeout,
+    // A lazy receive waits for the peer as long as the executor does (its stall
+    // timeout), not the connect timeout: the peer may reach this step much later.
+    SocketRecvHandle h = startSocketRecv(boot_, p, Deadline::never(), options_.abort, connectTimeoutMs(),
                                          &recvCounters_[idx], &wakeManager, this);
     conn = std::move(h.connection);
-    socketWaitables_.push_back(h.waitable);
+    sockets_.push_back({h.waitable, peer, channel, true});
     socketCount_.fetch_add(1);
   }
   RecvConnection* raw = conn.get();
@@ -151,42 +151,55 @@ Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) 
   return raw;
 }
 
-bool TransportManagerImpl::anySettingUp() {
-  std::lock_guard lock(mu_);
-  for (SocketWaitable* w : socketWaitables_)
-    if (w->settingUp()) return true;
-  return false;
+int64_t TransportManagerImpl::connectTimeoutMs() const {
+  return options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
 }
 
+std::string TransportManagerImpl::pendingReceives(const std::vector<int>& peers, int channels) {
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const SocketEntry& e : sockets_) {
+    if (!e.receive || e.channel >= channels || !e.waitable->settingUp()) continue;
+    if (std::find(peers.begin(), peers.end(), e.peer) == peers.end()) continue;
+    out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(e.peer) + " channel " +
+           std::to_string(e.channel);
+  }
+  return out;
+}
+
+// Eager connection set-up: both directions to every listed peer. Sends first:
+// connectTo never waits for the peer, so every rank gets its own connections out
+// before it waits (up to the connect timeout) for the peers' ones.
 Status TransportManagerImpl::prepare(const std::vector<int>& peers, int channels) {
   if (channels < 1 || channels > channels_)
     return invalidArgument("prepare: %d channels requested, the communicator has %d", channels, channels_);
-  // Sends first: connectTo never waits for the peer, so every rank gets its
-  // connections out before it waits for the peers' ones.
   for (int peer : peers) {
     if (peer == rank_) continue;
-    for (int c = 0; c < channels; ++c) TH_CHECK(sendConnection(peer, c).status());
+    for (int c = 0; c < channels; ++c) TH_CHECK(sendConnection(peer, c).status().withContext("prepare"));
   }
   std::vector<RecvConnection*> recvs;
   for (int peer : peers) {
     if (peer == rank_) continue;
     for (int c = 0; c < channels; ++c) {
-      TH_ASSIGN(RecvConnection * r, recvConnection(peer, c));
-      recvs.push_back(r);
+      auto r = recvConnection(peer, c);
+      if (!r.isOk()) return r.status().withContext("prepare");
+      recvs.push_back(r.value());
     }
   }
-  int64_t timeout = options_.connectTimeoutMs > 0 ? options_.connectTimeoutMs : config_.connectTimeoutMs;
+  int64_t timeout = connectTimeoutMs();
   Deadline deadline = Deadline::afterMs(timeout);
-  while (anySettingUp()) {
-    if (options_.abort != nullptr && options_.abort->isSet())
-      return remoteError("prepare: communicator aborted while connecting");
-    if (deadline.expired()) break;  // the connections report who is missing below
+  for (;;) {
     uint32_t token = doorbellToken(bell_);
-    if (!anySettingUp()) break;
+    std::string pending = pendingReceives(peers, channels);
+    if (pending.empty()) break;
+    if (options_.abort != nullptr && options_.abort->isSet())
+      return remoteError("prepare: communicator aborted while waiting for connections from %s", pending.c_str());
+    if (deadline.expired())
+      return remoteError("prepare: no TCP connection from %s within %lld ms", pending.c_str(),
+                         static_cast<long long>(timeout));
     sleepOnDoorbell(bell_, token, 10000);
   }
   for (RecvConnection* r : recvs) TH_CHECK(r->progress().withContext("prepare"));
-  if (anySettingUp()) return remoteError("prepare: connections not established within %lld ms", (long long)timeout);
   return Status::ok();
 }
 
@@ -224,7 +237,7 @@ void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
   fds.push_back({wakeFd_, POLLIN, 0});
   {
     std::lock_guard lock(mu_);
-    for (SocketWaitable* w : socketWaitables_) w->addPollFds(&fds);
+    for (const SocketEntry& e : sockets_) e.waitable->addPollFds(&fds);
   }
   waitSockets(fds, tok, deadlineNs);
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string>
 #include <vector>
 
 #include "transport/connection_stats.h"
@@ -46,7 +47,9 @@ class TransportManagerImpl final : public TransportManager {
   Status checkEndpoint(int peer, int channel) const;
   Result<SendConnection*> createSend(int peer, int channel);
   Result<RecvConnection*> createRecv(int peer, int channel);
-  bool anySettingUp();
+  int64_t connectTimeoutMs() const;
+  // "rank 3 channel 0, ..." for receive connections of `peers` still being set up.
+  std::string pendingReceives(const std::vector<int>& peers, int channels);
   void waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
 
   bootstrap::Bootstrap& boot_;
@@ -72,7 +75,13 @@ class TransportManagerImpl final : public TransportManager {
   std::unique_ptr<std::atomic<RecvConnection*>[]> recv_;
   std::vector<std::unique_ptr<SendConnection>> ownedSend_;
   std::vector<std::unique_ptr<RecvConnection>> ownedRecv_;
-  std::vector<SocketWaitable*> socketWaitables_;
+  struct SocketEntry {
+    SocketWaitable* waitable;
+    int peer;
+    int channel;
+    bool receive;
+  };
+  std::vector<SocketEntry> sockets_;
   std::atomic<size_t> socketCount_{0};
   std::unique_ptr<ConnectionCounters[]> sendCounters_;
   std::unique_ptr<ConnectionCounters[]> recvCounters_;
