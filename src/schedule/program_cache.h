@@ -7,6 +7,10 @@
 // map and copies a shared_ptr. A miss generates + analyses the program exactly
 // once per key even when several threads ask at the same time (the others wait
 // for the first); a failure is cached too, so a bad key fails fast every time.
+// The intended use keeps even that off the per-collective path: resolve the
+// programs a decision table needs when the table is prepared (PREPARE of a
+// swap), keep the shared_ptrs in the table, and let a collective just follow
+// its entry's pointer.
 //
 // Built-in programs are verified only when THESEUS_VERIFY_BUILTINS=1 (the test
 // suite verifies all of them); programs from an external generator (JSON
