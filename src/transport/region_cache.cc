@@ -10,6 +10,7 @@ Result<const char*> RegionCache::pin(const SharedRegionRef& ref, uint64_t bytes)
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     ++misses_;
+    dropFreedRegionsOf(ref.pid);
     auto seg = ShmSegment::open(SharedMemoryRegistry::locatorFor(ref), 0, true);
     if (!seg.isOk()) return seg.status().withContext("mapping a peer's buffer for a zero-copy receive");
     Entry e;
@@ -38,6 +39,21 @@ void RegionCache::unpin(int32_t pid, uint64_t id) {
   if (it == entries_.end() || it->second.pins == 0) return;
   --it->second.pins;
   evictIfNeeded();
+}
+
+// A miss usually means the owner allocated a new region, maybe after freeing
+// others: mappings of regions it has freed only pin dead memory, so drop them
+// (one readlink per cached region of that owner, on misses only).
+void RegionCache::dropFreedRegionsOf(int32_t pid) {
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    auto e = entries_.find(*it);
+    if (it->first != pid || e->second.pins != 0 || ShmSegment::ownerStillHas(e->second.segment->locator())) {
+      ++it;
+      continue;
+    }
+    entries_.erase(e);
+    it = lru_.erase(it);
+  }
 }
 
 void RegionCache::evictIfNeeded() {

@@ -6,8 +6,8 @@
 // the right memory even after the owner freed and reallocated buffers. The
 // cache holds at most `maxEntries` mappings: beyond that the least recently
 // used entry that no message is reading (pin count 0) is unmapped. A mapping of
-// a region its owner has freed keeps that memory alive until evicted, so the
-// bound also bounds the memory held on behalf of peers.
+// a region its owner has freed would keep that memory alive, so every miss also
+// drops the cached regions its owner no longer has (see dropFreedRegionsOf).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,7 @@ class RegionCache {
     std::list<Key>::iterator lru;  // position in lru_ (front = most recent)
   };
   void evictIfNeeded();
+  void dropFreedRegionsOf(int32_t pid);
 
   mutable std::mutex mu_;
   size_t maxEntries_;

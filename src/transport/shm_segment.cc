@@ -76,27 +76,56 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::createMemfd(const std::string& n
 
 namespace {
 
-// Opens "fd:<pid>:<fd>:<name>" through /proc and checks the file is that memfd.
-Result<int> openMemfdLocator(const std::string& locator, bool readOnly) {
-  int pid = 0, fd = 0, consumed = 0;
-  if (sscanf(locator.c_str(), "fd:%d:%d:%n", &pid, &fd, &consumed) != 2 || consumed == 0 || pid <= 0 || fd < 0)
-    return invalidArgument("malformed shared-memory locator '%s'", locator.c_str());
-  std::string name = locator.substr(static_cast<size_t>(consumed));
-  std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+struct MemfdLocator {
+  int pid = 0;
+  int fd = -1;
+  std::string name;
+  std::string link;  // /proc/<pid>/fd/<fd>
+};
+
+bool parseMemfdLocator(const std::string& locator, MemfdLocator* out) {
+  int consumed = 0;
+  if (sscanf(locator.c_str(), "fd:%d:%d:%n", &out->pid, &out->fd, &consumed) != 2 || consumed == 0 || out->pid <= 0 ||
+      out->fd < 0)
+    return false;
+  out->name = locator.substr(static_cast<size_t>(consumed));
+  out->link = "/proc/" + std::to_string(out->pid) + "/fd/" + std::to_string(out->fd);
+  return true;
+}
+
+// What /proc/<pid>/fd/<fd> points to ("" when it cannot be read).
+std::string linkTarget(const std::string& link) {
   char target[512];
   ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-  if (n < 0) return errnoStatus(errno, "cannot see process %d's shared memory (%s)", pid, link.c_str());
-  target[n] = '\0';
+  if (n < 0) return "";
+  return std::string(target, static_cast<size_t>(n));
+}
+
+// Opens "fd:<pid>:<fd>:<name>" through /proc and checks the file is that memfd.
+Result<int> openMemfdLocator(const std::string& locator, bool readOnly) {
+  MemfdLocator l;
+  if (!parseMemfdLocator(locator, &l)) return invalidArgument("malformed shared-memory locator '%s'", locator.c_str());
+  int pid = l.pid, fd = l.fd;
+  const std::string& name = l.name;
+  const std::string& link = l.link;
+  std::string target = linkTarget(link);
+  if (target.empty()) return errnoStatus(errno, "cannot see process %d's shared memory (%s)", pid, link.c_str());
   std::string expect = "/memfd:" + name + " (deleted)";
   if (expect != target)
-    return remoteError("process %d's descriptor %d is '%s', not the shared memory '%s' (freed?)", pid, fd, target,
-                       name.c_str());
+    return remoteError("process %d's descriptor %d is '%s', not the shared memory '%s' (freed?)", pid, fd,
+                       target.c_str(), name.c_str());
   int f = ::open(link.c_str(), (readOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (f < 0) return errnoStatus(errno, "open(%s) for process %d's shared memory", link.c_str(), pid);
   return f;
 }
 
 }  // namespace
+
+bool ShmSegment::ownerStillHas(const std::string& locator) {
+  MemfdLocator l;
+  if (!parseMemfdLocator(locator, &l)) return true;
+  return linkTarget(l.link) == "/memfd:" + l.name + " (deleted)";
+}
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::open(const std::string& locator, size_t minBytes, bool readOnly) {
   std::unique_ptr<ShmSegment> s(new ShmSegment());

@@ -37,6 +37,10 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
+  // For a memfd locator: false once the owner closed (freed) the region, so a
+  // mapping of it only keeps dead memory alive. Always true for named segments.
+  static bool ownerStillHas(const std::string& locator);
+
   char* base() const { return base_; }
   size_t size() const { return size_; }
   int fd() const { return fd_; }

@@ -171,5 +171,24 @@ TEST(RegionCache, FreedRegionIsNeverConfusedWithANewOne) {
   EXPECT_TRUE(memFree(q.value()).isOk());
 }
 
+TEST(RegionCache, RegionsTheOwnerFreedAreDroppedOnTheNextMiss) {
+  auto a = memAlloc(1 << 20), b = memAlloc(1 << 20);
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  RegionCache cache(8);
+  SharedRegionRef ra = refOf(a.value(), 1), rb = refOf(b.value(), 1);
+  ASSERT_TRUE(cache.pin(ra, 1).isOk());
+  cache.unpin(ra.pid, ra.id);
+  ASSERT_TRUE(cache.pin(rb, 1).isOk());  // stays pinned: never dropped while read
+  EXPECT_EQ(cache.size(), 2u);
+  ASSERT_TRUE(memFree(a.value()).isOk());
+  ASSERT_TRUE(memFree(b.value()).isOk());
+  auto c = memAlloc(4096);
+  ASSERT_TRUE(c.isOk());
+  ASSERT_TRUE(cache.pin(refOf(c.value(), 1), 1).isOk());
+  EXPECT_EQ(cache.size(), 2u);  // a's mapping is gone, b's (pinned) and c's remain
+  cache.unpin(rb.pid, rb.id);
+  EXPECT_TRUE(memFree(c.value()).isOk());
+}
+
 }  // namespace
 }  // namespace theseus::transport
