@@ -18,7 +18,7 @@ class AllReduceTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * eltSize) / 1.0e9 / sec;
     *busBw = *algBw * (2.0 * (n - 1) / n);
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().allReduce(c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.comm, c.stream);
   }
   void expected(const InputModel& in, int, int, const CollCounts& k, void* out) const override {

@@ -17,7 +17,7 @@ class AlltoallTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * n * eltSize) / 1.0e9 / sec;
     *busBw = *algBw * (static_cast<double>(n - 1) / n);
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().alltoAll(c.sendbuff, c.recvbuff, c.count, c.type, c.comm, c.stream);
   }
   void expected(const InputModel& in, int rank, int, const CollCounts& k, void* out) const override {

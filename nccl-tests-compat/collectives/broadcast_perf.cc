@@ -17,7 +17,7 @@ class BroadcastTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * eltSize) / 1.0e9 / sec;
     *busBw = *algBw;
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().broadcast(c.sendbuff, c.recvbuff, c.count, c.type, c.root, c.comm, c.stream);
   }
   void expected(const InputModel& in, int, int root, const CollCounts& k, void* out) const override {

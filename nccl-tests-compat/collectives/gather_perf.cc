@@ -19,7 +19,7 @@ class GatherTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * n * eltSize) / 1.0e9 / sec;
     *busBw = *algBw * (static_cast<double>(n - 1) / n);
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().gather(c.sendbuff, c.recvbuff, c.count, c.type, c.root, c.comm, c.stream);
   }
   bool hasOutput(int rank, int root) const override { return rank == root; }

@@ -18,7 +18,7 @@ class ReduceTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * eltSize) / 1.0e9 / sec;
     *busBw = *algBw;
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().reduce(c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, c.comm, c.stream);
   }
   bool hasOutput(int rank, int root) const override { return rank == root; }

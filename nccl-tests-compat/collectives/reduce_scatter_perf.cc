@@ -19,7 +19,7 @@ class ReduceScatterTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * eltSize * n) / 1.0e9 / sec;
     *busBw = *algBw * (static_cast<double>(n - 1) / n);
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().reduceScatter(c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.comm, c.stream);
   }
   void expected(const InputModel& in, int rank, int, const CollCounts& k, void* out) const override {

@@ -18,7 +18,7 @@ class ScatterTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * n * eltSize) / 1.0e9 / sec;
     *busBw = *algBw * (static_cast<double>(n - 1) / n);
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     return nccl().scatter(c.sendbuff, c.recvbuff, c.count, c.type, c.root, c.comm, c.stream);
   }
   void expected(const InputModel& in, int rank, int root, const CollCounts& k, void* out) const override {

@@ -17,7 +17,7 @@ class SendrecvTest final : public CollectiveTest {
     *algBw = static_cast<double>(count * eltSize) / 1.0e9 / sec;
     *busBw = *algBw;
   }
-  ncclResult_t run(const CollCall& c) const override {
+  ncclResult_t run(const CollCall& c, int) const override {
     int next = (c.rank + 1) % c.nranks;
     int prev = (c.rank - 1 + c.nranks) % c.nranks;
     ncclResult_t r = nccl().groupStart();

@@ -53,7 +53,7 @@ void pointers(const RunContext& run, const RankSlot& s, const Case& c, bool inPl
 
 // Issues the operation on one rank. A mulsum op is created right before the
 // call and destroyed right after it, inside the group, as nccl-tests does.
-Status issueOne(const RunContext& run, RankSlot& s, const Case& c, bool inPlace) {
+Status issueOne(const RunContext& run, RankSlot& s, const Case& c, bool inPlace, int step) {
   size_t sendOff, recvOff;
   pointers(run, s, c, inPlace, &sendOff, &recvOff);
   CollCall call;
@@ -74,27 +74,32 @@ Status issueOne(const RunContext& run, RankSlot& s, const Case& c, bool inPlace)
   } else if (c.usesOp) {
     call.op = builtinOp(c.op);
   }
-  ncclResult_t r = run.test.run(call);
+  ncclResult_t r = run.test.run(call, step);
   ncclResult_t d = mulsum ? ncclRedOpDestroy(call.op, s.comm) : ncclSuccess;
   if (r != ncclSuccess) return ncclCallError(r, run.test.program());
   if (d != ncclSuccess) return ncclCallError(d, "ncclRedOpDestroy");
   return Status::ok();
 }
 
-// One operation on every rank of this thread (one group when it drives several).
+// One operation on every rank of this thread: each step in one group when the
+// thread drives several ranks.
 Status issue(ThreadCtx& t, const Case& c, bool inPlace) {
   const bool group = t.slots.size() > 1;
-  if (group) PERF_NCCL(ncclGroupStart());
-  Status first;
-  for (RankSlot* s : t.slots) {
-    Status st = issueOne(t.run, *s, c, inPlace);
-    if (!st.isOk() && first.isOk()) first = st.withContext(strprintf("rank %d", s->rank));
+  const int steps = t.run.test.steps(t.run.nranks);
+  for (int step = 0; step < steps; ++step) {
+    if (group) PERF_NCCL(ncclGroupStart());
+    Status first;
+    for (RankSlot* s : t.slots) {
+      Status st = issueOne(t.run, *s, c, inPlace, step);
+      if (!st.isOk() && first.isOk()) first = st.withContext(strprintf("rank %d", s->rank));
+    }
+    if (group) {
+      ncclResult_t r = ncclGroupEnd();
+      if (r != ncclSuccess && first.isOk()) first = ncclCallError(r, "ncclGroupEnd");
+    }
+    PERF_CHECK(first);
   }
-  if (group) {
-    ncclResult_t r = ncclGroupEnd();
-    if (r != ncclSuccess && first.isOk()) first = ncclCallError(r, "ncclGroupEnd");
-  }
-  return first;
+  return Status::ok();
 }
 
 Status issueAndWait(ThreadCtx& t, const Case& c, bool inPlace, const std::string& what) {
@@ -111,7 +116,8 @@ Status timedLoop(ThreadCtx& t, const Case& c, bool inPlace, const std::string& w
                  double* cpuSec) {
   const Options& o = t.run.opts;
   const bool perOpSync = o.blocking == 1 || o.blocking == 2;
-  const bool aggGroup = o.aggIters > 1 && !perOpSync;
+  // Multi-step collectives cannot share a group across iterations either.
+  const bool aggGroup = o.aggIters > 1 && !perOpSync && t.run.test.steps(t.run.nranks) == 1;
   const int64_t start = monotonicNs();
   for (int iter = 0; iter < o.iters; ++iter) {
     if (aggGroup) PERF_NCCL(ncclGroupStart());

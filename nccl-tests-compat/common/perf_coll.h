@@ -51,8 +51,12 @@ class CollectiveTest {
   // algbw = bytes moved per rank / time (GB/s), busbw = algbw * the collective's factor.
   virtual void bandwidth(size_t paramCount, size_t eltSize, double seconds, int nranks, double* algBw,
                          double* busBw) const = 0;
-  // Issues the operation (possibly several NCCL calls in a group).
-  virtual ncclResult_t run(const CollCall& call) const = 0;
+  // Collectives made of dependent rounds (hypercube) issue one round per step;
+  // the driver groups the same step of all ranks a thread drives, and never
+  // merges steps into one group (a group's operations run concurrently).
+  virtual int steps(int nranks) const { return 1; }
+  // Issues step `step` of the operation (possibly several NCCL calls in a group).
+  virtual ncclResult_t run(const CollCall& call, int step) const = 0;
 
   // False where NCCL leaves the receive buffer undefined (non-roots of reduce/gather).
   virtual bool hasOutput(int rank, int root) const { return true; }

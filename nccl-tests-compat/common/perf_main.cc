@@ -52,6 +52,7 @@ class Runner {
   bool printerProc() const { return run_.world.proc() == 0; }
   int libraryVersion_ = 0;
   ThreadCtx* printer_ = nullptr;
+  std::vector<std::string> deviceLines_;  // printer only
   std::vector<std::unique_ptr<ThreadCtx>> threads_;
 };
 
@@ -240,6 +241,7 @@ Status Runner::publishDevices(ThreadCtx& t) {
     std::string line = all.substr(r * kDeviceLineWidth, kDeviceLineWidth);
     line.resize(strnlen(line.c_str(), kDeviceLineWidth));
     printf("%s\n", line.c_str());
+    deviceLines_.push_back(line.substr(line.find_first_not_of("# ")));
   }
   printf("#\n");
   for (const std::string& h : tableHeader()) printf("%s\n", h.c_str());
@@ -312,6 +314,7 @@ int Runner::finish() {
                    {"agg_iters", std::to_string(o().aggIters)}, {"check", std::to_string(o().check)},
                    {"average", std::to_string(o().average)},  {"blocking", std::to_string(o().blocking)},
                    {"launch", launchModeName(run_.world.mode())}};
+      j.devices = deviceLines_;
       j.rows = printer_->rows;
       j.outOfBounds = p.errors;
       j.avgBusBw = avg;

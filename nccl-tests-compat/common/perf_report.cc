@@ -22,7 +22,7 @@ std::string formatFloat(double value, int width) {
 
 std::vector<std::string> tableHeader() {
   return {
-      strprintf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          ", "",
+      strprintf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place", "",
                 "", "", "", ""),
       strprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"),

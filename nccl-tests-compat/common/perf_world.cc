@@ -47,7 +47,8 @@ Status detectLaunch(bool builtWithMpi, LaunchEnv* out) {
     if (!hasRank || !hasSize) return usageError("THESEUS_RANK and THESEUS_NRANKS must be set together");
     if (env.nprocs < 1 || env.proc >= env.nprocs)
       return usageError("THESEUS_RANK=%d is not in [0, THESEUS_NRANKS=%d)", env.proc, env.nprocs);
-    if (env.nprocs > 1 && getenv("NCCL_COMM_ID") == nullptr)
+    const char* commId = getenv("NCCL_COMM_ID");
+    if (env.nprocs > 1 && (commId == nullptr || commId[0] == '\0'))
       return usageError("THESEUS_NRANKS=%d but NCCL_COMM_ID is not set, so every process would create its own "
                         "unique id: launch with theseus-run, or set NCCL_COMM_ID=<host>:<port> for all ranks",
                         env.nprocs);

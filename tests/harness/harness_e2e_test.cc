@@ -1,0 +1,124 @@
+// End to end with Theseus' libnccl (label e2e): every collective, datatype and
+// reduction op checked with -c 1 on 1, 2, 3 and 4 ranks launched by
+// theseus-run; several ranks per process; ranks in separate network
+// namespaces; the harness under mpirun; and the corruption interposer caught
+// through the real library.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <regex>
+#include <sstream>
+
+#include "proc_runner.h"
+
+namespace theseus::test {
+namespace {
+
+std::string diag(const ProcResult& r) { return "exit " + std::to_string(r.exitCode) + "\n" + r.out + "\n" + r.err; }
+
+ProcResult launch(int np, const std::string& prog, const std::vector<std::string>& args,
+                  const std::vector<std::string>& launcherArgs = {}) {
+  std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(np), "--timeout", "150"};
+  argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+  argv.push_back("--");
+  argv.push_back(std::string(PERF_BIN_DIR) + "/" + prog);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runProcess(argv, {}, 170);
+}
+
+int dataRows(const std::string& out) {
+  std::istringstream in(out);
+  int n = 0;
+  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +\S+ +\S+ +-?[0-9]+ .*)");
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_match(line, kRow)) ++n;
+  return n;
+}
+
+struct Param {
+  const char* prog;
+  bool usesOp;
+  bool usesRoot;
+  int nranks;
+};
+
+class EveryCollective : public testing::TestWithParam<Param> {};
+
+TEST_P(EveryCollective, ChecksEveryTypeAndOp) {
+  const Param p = GetParam();
+  std::vector<std::string> args = {"-b", "8", "-e", "1K", "-f", "8", "-n", "1", "-w", "1", "-c", "1", "-d", "all"};
+  if (p.usesOp) args.insert(args.end(), {"-o", "all"});
+  if (p.usesRoot) args.insert(args.end(), {"-r", std::to_string(p.nranks - 1)});
+  ProcResult r = launch(p.nranks, p.prog, args);
+  if (std::string(p.prog) == "hypercube_perf" && (p.nranks & (p.nranks - 1)) != 0) {
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("power-of-two"), std::string::npos) << diag(r);
+    return;
+  }
+  ASSERT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+  EXPECT_EQ(dataRows(r.out), 12 * (p.usesOp ? 6 : 1) * 3) << diag(r);
+}
+
+std::vector<Param> everyCollective() {
+  const Param base[] = {{"all_reduce_perf", true, false, 0},     {"all_gather_perf", false, false, 0},
+                        {"broadcast_perf", false, true, 0},      {"reduce_perf", true, true, 0},
+                        {"reduce_scatter_perf", true, false, 0}, {"alltoall_perf", false, false, 0},
+                        {"gather_perf", false, true, 0},         {"scatter_perf", false, true, 0},
+                        {"sendrecv_perf", false, false, 0},      {"hypercube_perf", false, false, 0}};
+  std::vector<Param> all;
+  for (Param p : base)
+    for (int n = 1; n <= 4; ++n) {
+      p.nranks = n;
+      all.push_back(p);
+    }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Harness, EveryCollective, testing::ValuesIn(everyCollective()),
+                         [](const testing::TestParamInfo<Param>& i) {
+                           std::string name = i.param.prog;
+                           name = name.substr(0, name.size() - 5);  // drop "_perf"
+                           return name + "_" + std::to_string(i.param.nranks) + "ranks";
+                         });
+
+TEST(HarnessE2E, SeveralRanksPerProcess) {
+  for (const std::vector<std::string>& v : {std::vector<std::string>{"-g", "2"}, {"-t", "2"}, {"-t", "2", "-p", "1"}}) {
+    std::vector<std::string> args = {"-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-c", "1", "-o", "sum,avg"};
+    args.insert(args.end(), v.begin(), v.end());
+    ProcResult r = launch(2, "all_reduce_perf", args);
+    EXPECT_EQ(r.exitCode, 0) << diag(r);
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+    EXPECT_NE(r.out.find("#  Rank  3 Group  0"), std::string::npos) << "4 ranks expected\n" << diag(r);
+  }
+}
+
+TEST(HarnessE2E, RanksInSeparateNetworkNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "--netns needs root";
+  ProcResult r = launch(3, "all_reduce_perf", {"-b", "8", "-e", "256K", "-f", "16", "-n", "2", "-c", "1"}, {"--netns"});
+  EXPECT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+}
+
+TEST(HarnessE2E, UnderMpirun) {
+  ProcResult r = runProcess({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                             std::string(PERF_BIN_DIR) + "/all_reduce_perf", "-b", "8", "-e", "64K", "-f", "8", "-n",
+                             "2", "-c", "1"},
+                            {}, 170);
+  EXPECT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+  EXPECT_NE(r.out.find("#  Rank  1 Group  0"), std::string::npos) << diag(r);
+}
+
+TEST(HarnessE2E, CorruptionThroughTheRealLibraryIsCaught) {
+  // Rank 1's result gets one flipped bit: every rank must report the wrong count and exit 1.
+  ProcResult r = launch(2, "all_reduce_perf", {"-b", "1K", "-e", "1K", "-n", "1"},
+                        {"-x", std::string("LD_PRELOAD=") + CORRUPT_LIB, "-x", "CORRUPT_COUNT=256", "-x",
+                         "CORRUPT_RANK=1"});
+  EXPECT_EQ(r.exitCode, 1) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 2 FAILED"), std::string::npos) << diag(r);
+  EXPECT_NE(r.err.find("rank 1: all_reduce_perf out-of-place"), std::string::npos) << diag(r);
+}
+
+}  // namespace
+}  // namespace theseus::test
