@@ -4,6 +4,9 @@
 // built-in program through the JSON writer and reader.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -285,6 +288,33 @@ TEST(JsonWriter, RoundTripsEveryBuiltin) {
     }
   }
   EXPECT_GT(checked, 150);
+}
+
+// docs/schemas/schedule.schema.json names the same ops, buffers, collectives
+// and reserved names as the loader.
+TEST(JsonSchema, MatchesTheLoader) {
+  std::ifstream in(std::string(THESEUS_SOURCE_DIR) + "/docs/schemas/schedule.schema.json");
+  ASSERT_TRUE(in.good());
+  nlohmann::json schema = nlohmann::json::parse(in);
+  std::set<std::string> ops, reserved, colls;
+  for (const auto& o : schema["$defs"]["step"]["properties"]["op"]["enum"]) ops.insert(o.get<std::string>());
+  std::set<std::string> irOps;
+  for (int i = 0; i <= static_cast<int>(Op::kRecvReduceCopySend); ++i) irOps.insert(opName(static_cast<Op>(i)));
+  EXPECT_EQ(ops, irOps);
+  for (const auto& n : schema["properties"]["name"]["not"]["enum"]) reserved.insert(n.get<std::string>());
+  EXPECT_EQ(reserved, std::set<std::string>(builtinNames().begin(), builtinNames().end()));
+  for (const auto& c : schema["properties"]["collective"]["enum"]) {
+    Collective parsed;
+    EXPECT_TRUE(parseCollective(c.get<std::string>(), &parsed)) << c;
+    colls.insert(c.get<std::string>());
+  }
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kBroadcast, Collective::kReduce, Collective::kAlltoAll, Collective::kGather,
+                       Collective::kScatter})
+    EXPECT_TRUE(colls.count(collectiveName(c))) << collectiveName(c);
+  EXPECT_EQ(schema["properties"]["version"]["const"], kJsonFormatVersion);
+  EXPECT_EQ(schema["$defs"]["channels"]["maximum"], kMaxUserChannels);
+  EXPECT_EQ(schema["$defs"]["chunks_per_block"]["maximum"], kMaxChunksPerBlock);
 }
 
 }  // namespace
