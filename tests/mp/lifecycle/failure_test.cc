@@ -1,0 +1,176 @@
+// Failures: a rank that never arrives, ncclCommAbort of a stuck init (from
+// another thread; blocking and non-blocking), finalize/destroy misuse, and a
+// process that exits without destroying its communicator (atexit goodbye).
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "lifecycle_util.h"
+#include "mp_test.h"
+
+using namespace lifecycle_test;
+using theseus::test::runRanks;
+using theseus::test::SpawnOptions;
+
+// One rank of the communicator is never started: init fails within the timeout, naming it.
+THESEUS_RANK_FN(missing_rank) {
+  auto start = std::chrono::steady_clock::now();
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  double took = secondsSince(start);
+  RANK_CHECK(r == ncclRemoteError);
+  std::string last = ncclGetLastError(nullptr);
+  if (last.find("rank 2 of 4 never joined") == std::string::npos) {
+    fprintf(stderr, "[rank %d] unexpected error text: %s\n", ctx.rank, last.c_str());
+    return 1;
+  }
+  RANK_CHECK(took < 1.5 + 4.0);
+  ncclResult_t async;
+  RANK_NCCL(ncclCommGetAsyncError(comm, &async));  // the failed handle stays valid
+  RANK_CHECK(async == ncclRemoteError);
+  float x = 0;
+  RANK_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(Failure, ARankThatNeverArrivesIsNamedWithinTheTimeout) {
+  ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "1500");  // the root lives in this process
+  SpawnOptions o;
+  o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "1500";
+  o.onlyRanks = {0, 1, 3};
+  auto r = runRanks("missing_rank", 4, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+  EXPECT_LT(r.seconds, 20.0);
+}
+
+// ncclCommAbort from another thread ends an init stuck waiting for a missing rank
+// (rank 0); the root then fails the other rank's init at once (rank 1).
+THESEUS_RANK_FN(abort_stuck_init) {
+  const bool blocking = ctx.args.at(0) == "blocking";
+  auto start = std::chrono::steady_clock::now();
+  ncclComm_t comm = nullptr;
+  ncclResult_t initResult = ncclSuccess;
+  std::thread initThread;
+  if (blocking) {
+    // The handle is written at once even for a blocking init; another thread reads it from there.
+    initThread = std::thread([&] { initResult = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank); });
+    while (__atomic_load_n(&comm, __ATOMIC_ACQUIRE) == nullptr && secondsSince(start) < 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } else {
+    ncclConfig_t cfg = nonBlockingConfig();
+    initResult = ncclCommInitRankConfig(&comm, ctx.nranks, ctx.id, ctx.rank, &cfg);
+  }
+  ncclComm_t handle = __atomic_load_n(&comm, __ATOMIC_ACQUIRE);
+  bool ok = handle != nullptr;
+  if (ctx.rank == 1) {
+    // Not aborted here: fails because rank 0 went away, long before the 60 s bootstrap timeout.
+    if (initThread.joinable()) initThread.join();
+    ncclResult_t async = ok ? waitAsync(handle) : ncclInternalError;
+    RANK_CHECK(ok);
+    RANK_CHECK(!blocking || initResult == ncclRemoteError);
+    RANK_CHECK(async == ncclRemoteError);
+    RANK_CHECK(secondsSince(start) < 10.0);
+    RANK_NCCL(ncclCommDestroy(handle));
+    return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ncclResult_t async = ncclInternalError;
+  if (ok) ok = ncclCommGetAsyncError(handle, &async) == ncclSuccess && async == ncclInProgress;
+  ncclResult_t aborted = ncclInternalError;
+  std::thread aborter([&] { aborted = ncclCommAbort(handle); });
+  aborter.join();
+  if (initThread.joinable()) initThread.join();
+  RANK_CHECK(ok);  // was still waiting for rank 2 when aborted
+  RANK_CHECK(aborted == ncclSuccess);
+  RANK_CHECK(blocking ? initResult == ncclInvalidUsage : initResult == ncclInProgress);
+  RANK_CHECK(secondsSince(start) < 10.0);
+  int count;
+  RANK_CHECK(ncclCommCount(handle, &count) == ncclInvalidArgument);  // the handle is gone
+  return 0;
+}
+
+TEST(Failure, AbortFromAnotherThreadUnblocksAStuckInit) {
+  for (const char* mode : {"nonblocking", "blocking"}) {
+    SpawnOptions o;
+    o.onlyRanks = {0, 1};
+    o.args = {mode};
+    auto r = runRanks("abort_stuck_init", 3, o);
+    EXPECT_TRUE(r.allOk()) << mode << ": " << r.describe();
+    EXPECT_LT(r.seconds, 30.0);
+  }
+}
+
+THESEUS_RANK_FN(finalize_destroy_rules) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  RANK_NCCL(ncclCommFinalize(comm));
+  RANK_CHECK(ncclCommFinalize(comm) == ncclInvalidArgument);
+  RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("already called") != std::string::npos);
+  float x = 0;
+  RANK_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);
+  RANK_CHECK(ncclCommRevoke(comm, 0) == ncclInvalidUsage);
+  RANK_NCCL(ncclCommDestroy(comm));
+  RANK_CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);  // double destroy: caught, not a crash
+  int n;
+  RANK_CHECK(ncclCommCount(comm, &n) == ncclInvalidArgument);
+  RANK_NCCL(ncclCommDestroy(nullptr));
+  RANK_NCCL(ncclCommAbort(nullptr));
+  // Destroy without finalize, and abort of a healthy communicator.
+  ncclComm_t a, b;
+  ncclUniqueId own;
+  RANK_NCCL(ncclGetUniqueId(&own));
+  RANK_NCCL(ncclCommInitRank(&a, 1, own, 0));
+  RANK_NCCL(ncclCommDestroy(a));
+  RANK_NCCL(ncclGetUniqueId(&own));
+  RANK_NCCL(ncclCommInitRank(&b, 1, own, 0));
+  RANK_NCCL(ncclCommAbort(b));
+  return 0;
+}
+
+TEST(Failure, FinalizeTwiceDestroyTwiceAndUseAfterDestroy) {
+  auto r = runRanks("finalize_destroy_rules", 2);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// Rank 1 returns from main without destroying; rank 0 must see a clean leave, not a failure.
+THESEUS_RANK_FN(exit_without_destroy) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  if (ctx.rank == 1) return 0;  // exit() runs the atexit hook: BYE
+  const std::string log = ctx.args.at(0) + "." + std::to_string(getpid());
+  auto start = std::chrono::steady_clock::now();
+  std::string text;
+  while (secondsSince(start) < 10) {
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+    if (text.find("rank 1 left") != std::string::npos || text.find("rank 1 failed") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  RANK_CHECK(text.find("rank 1 left") != std::string::npos);
+  RANK_CHECK(text.find("rank 1 failed") == std::string::npos);
+  RANK_NCCL(ncclCommDestroy(comm));
+  unlink(log.c_str());
+  return 0;
+}
+
+TEST(Failure, ExitWithoutDestroySaysGoodbye) {
+  SpawnOptions o;
+  std::string base = "/tmp/theseus-exit-test-" + std::to_string(getpid());
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = "BOOTSTRAP";
+  o.env["NCCL_DEBUG_FILE"] = base + ".%p";
+  o.args = {base};
+  auto r = runRanks("exit_without_destroy", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/tmp", ec))
+    if (e.path().string().rfind(base + ".", 0) == 0) std::filesystem::remove(e.path(), ec);
+}

@@ -1,0 +1,56 @@
+// Helpers for the lifecycle API tests.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "nccl.h"
+
+namespace lifecycle_test {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+inline double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Polls ncclCommGetAsyncError from this thread until it is not ncclInProgress (or `ms` pass).
+inline ncclResult_t waitAsync(ncclComm_t comm, int ms = 30000) {
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclInProgress;
+  while (secondsSince(start) * 1000 < ms) {
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclInternalError;
+    if (r != ncclInProgress) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return r;
+}
+
+inline ncclConfig_t nonBlockingConfig() {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.blocking = 0;
+  return c;
+}
+
+// A free TCP port on 127.0.0.1 (for NCCL_COMM_ID).
+int freeLoopbackPort();
+
+}  // namespace lifecycle_test
