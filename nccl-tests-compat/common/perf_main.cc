@@ -44,6 +44,7 @@ class Runner {
   Status publishDevices(ThreadCtx& t);
   void threadMain(int thread);
   Status destroyComms();
+  Status printFooter(const ThreadCtx& t);
   int finish();
   std::string deviceLine(const RankSlot& s) const;
 
@@ -51,7 +52,6 @@ class Runner {
   const Options& o() const { return run_.opts; }
   bool printerProc() const { return run_.world.proc() == 0; }
   int libraryVersion_ = 0;
-  ThreadCtx* printer_ = nullptr;
   std::vector<std::string> deviceLines_;  // printer only
   std::vector<std::unique_ptr<ThreadCtx>> threads_;
 };
@@ -257,11 +257,17 @@ void Runner::threadMain(int thread) {
   if (s.isOk()) s = allocate(t);
   if (s.isOk()) s = publishDevices(t);
   if (s.isOk()) s = runBenchmarks(t);
+  if (s.isOk() && t.printer) s = printFooter(t);
+  // Nobody leaves before rank 0 has printed: a launcher stops every rank as
+  // soon as one exits non-zero (as all do after wrong results).
+  if (s.isOk()) s = run_.cross->barrier(t);
   if (!s.isOk()) {
-    int lo = t.slots.front()->rank, hi = t.slots.back()->rank;
-    std::string who = lo == hi ? strprintf("rank %d", lo) : strprintf("ranks %d-%d", lo, hi);
     if (run_.watchdog->fired() && s.exitCode() != kExitTimeout) s = Status(kExitTimeout, s.message());
-    run_.recordError(s.withContext(who));
+    if (s.message().rfind("rank", 0) != 0) {
+      int lo = t.slots.front()->rank, hi = t.slots.back()->rank;
+      s = s.withContext(lo == hi ? strprintf("rank %d", lo) : strprintf("ranks %d-%d", lo, hi));
+    }
+    run_.recordError(s);
     run_.abortAll();  // unblock the other threads of this process
   }
   Status r = release(t);
@@ -284,6 +290,41 @@ Status Runner::destroyComms() {
   return Status::ok();
 }
 
+double averageBusBw(const ThreadCtx& t) { return t.busBwCount > 0 ? t.busBwSum / t.busBwCount : 0; }
+
+double minBusBw() {
+  const char* v = getenv("NCCL_TESTS_MIN_BW");
+  return v != nullptr && v[0] != '\0' ? atof(v) : -1;
+}
+
+Status Runner::printFooter(const ThreadCtx& p) {
+  const double avg = averageBusBw(p), minBw = minBusBw();
+  for (const std::string& line : footer(p.errors, avg, minBw)) printf("%s\n", line.c_str());
+  printf("#\n# Collective test concluded: %s\n", run_.test.program());
+  fflush(stdout);
+  if (o().jsonPath.empty()) return Status::ok();
+  JsonReport j;
+  j.program = run_.test.program();
+  j.ncclHeaders = NCCL_VERSION_CODE;
+  j.ncclLibrary = libraryVersion_;
+  j.nranks = run_.nranks;
+  j.nprocs = run_.world.nprocs();
+  j.nThreads = o().nThreads;
+  j.nGpus = o().nGpus;
+  j.memory = run_.cudaMode ? "cuda" : "host";
+  j.options = {{"minbytes", std::to_string(o().minBytes)}, {"maxbytes", std::to_string(o().maxBytes)},
+               {"iters", std::to_string(o().iters)},      {"warmup_iters", std::to_string(o().warmupIters)},
+               {"agg_iters", std::to_string(o().aggIters)}, {"check", std::to_string(o().check)},
+               {"average", std::to_string(o().average)},  {"blocking", std::to_string(o().blocking)},
+               {"launch", launchModeName(run_.world.mode())}};
+  j.devices = deviceLines_;
+  j.rows = p.rows;
+  j.outOfBounds = p.errors;
+  j.avgBusBw = avg;
+  j.passed = p.errors == 0 && !(minBw >= 0 && avg < 0.9 * minBw);
+  return j.write(o().jsonPath);
+}
+
 int Runner::finish() {
   Status err = run_.firstError();
   if (!err.isOk()) {
@@ -291,41 +332,8 @@ int Runner::finish() {
     return err.exitCode();
   }
   const ThreadCtx& p = *threads_[0];  // every rank knows the global error count
-  double avg = p.busBwCount > 0 ? p.busBwSum / p.busBwCount : 0;
-  double minBw = -1;
-  if (const char* v = getenv("NCCL_TESTS_MIN_BW")) minBw = atof(v);
-  bool bwFailed = minBw >= 0 && avg < 0.9 * minBw;
-  if (printer_ != nullptr) {
-    for (const std::string& line : footer(p.errors, avg, minBw)) printf("%s\n", line.c_str());
-    printf("#\n# Collective test concluded: %s\n", run_.test.program());
-    fflush(stdout);
-    if (!o().jsonPath.empty()) {
-      JsonReport j;
-      j.program = run_.test.program();
-      j.ncclHeaders = NCCL_VERSION_CODE;
-      j.ncclLibrary = libraryVersion_;
-      j.nranks = run_.nranks;
-      j.nprocs = run_.world.nprocs();
-      j.nThreads = o().nThreads;
-      j.nGpus = o().nGpus;
-      j.memory = run_.cudaMode ? "cuda" : "host";
-      j.options = {{"minbytes", std::to_string(o().minBytes)}, {"maxbytes", std::to_string(o().maxBytes)},
-                   {"iters", std::to_string(o().iters)},      {"warmup_iters", std::to_string(o().warmupIters)},
-                   {"agg_iters", std::to_string(o().aggIters)}, {"check", std::to_string(o().check)},
-                   {"average", std::to_string(o().average)},  {"blocking", std::to_string(o().blocking)},
-                   {"launch", launchModeName(run_.world.mode())}};
-      j.devices = deviceLines_;
-      j.rows = printer_->rows;
-      j.outOfBounds = p.errors;
-      j.avgBusBw = avg;
-      j.passed = p.errors == 0 && !bwFailed;
-      Status w = j.write(o().jsonPath);
-      if (!w.isOk()) {
-        fprintf(stderr, "%s: %s\n", run_.test.program(), w.message().c_str());
-        return w.exitCode();
-      }
-    }
-  }
+  const double minBw = minBusBw();
+  const bool bwFailed = minBw >= 0 && averageBusBw(p) < 0.9 * minBw;
   return (p.errors > 0 || bwFailed) ? kExitWrongResults : kExitOk;
 }
 
@@ -345,7 +353,6 @@ int Runner::run() {
     ctx->printer = printerProc() && t == 0;
     threads_.push_back(std::move(ctx));
   }
-  printer_ = printerProc() ? threads_[0].get() : nullptr;
   if (!o().parallelInit) {
     std::vector<RankSlot*> all;
     for (RankSlot& slot : run_.slots) all.push_back(&slot);

@@ -145,10 +145,13 @@ std::string Launcher::spawn(int rank) {
   return "";
 }
 
+// Signals the process group of every rank, including ranks that already
+// exited: their children may still be in the group. (A group with members
+// keeps its id reserved, so this never reaches an unrelated process.)
 void Launcher::signalRunning(int sig) {
   for (const Rank& r : ranks_) {
-    if (!r.running) continue;
-    if (kill(-r.pid, sig) != 0) kill(r.pid, sig);  // group gone: the leader itself
+    if (r.pid <= 0) continue;
+    if (kill(-r.pid, sig) != 0 && r.running) kill(r.pid, sig);  // no group: the leader itself
   }
 }
 

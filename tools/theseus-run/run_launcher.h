@@ -6,7 +6,8 @@
 //    the group reaches the rank and whatever it started; the terminal's
 //    Ctrl-C reaches only theseus-run, which forwards it;
 //  * the first rank to exit non-zero (or by a signal) is reported with how it
-//    ended; the others get SIGTERM, then SIGKILL after --kill-grace seconds;
+//    ended; the others get SIGTERM, then SIGKILL after --kill-grace seconds
+//    (sent to every rank's process group, so children of ranks die too);
 //  * --timeout stops everybody the same way and exits 124;
 //  * SIGINT/SIGTERM/SIGHUP to theseus-run are forwarded to every rank (a
 //    second one kills them outright); theseus-run then exits 128+signal;
