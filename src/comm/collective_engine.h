@@ -35,5 +35,7 @@ class CollectiveEngine {
 };
 
 Result<std::unique_ptr<CollectiveEngine>> createCollectiveEngine(Communicator& comm);
+// Channels per peer and direction the transports must provide (THESEUS_MAX_CHANNELS).
+int maxChannels();
 
 }  // namespace theseus::comm

@@ -192,6 +192,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
 
   transport::TransportOptions topts;
   topts.connectTimeoutMs = bootstrap::connectTimeoutMs();
+  topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
   auto transports = transport::createTransportManager(bs, topts);
   if (!transports.isOk()) return failInit(comm, transports.status().withContext("creating the transports"));

@@ -1,0 +1,114 @@
+// Plan: one operation lowered for execution on one rank.
+//
+// Collectives run "slice-major", like NCCL's primitives: the unit of every
+// chunk is split into R balanced rounds, and round r of the whole program
+// touches only part r of every chunk. Rounds never touch each other's memory,
+// so a step waits for its predecessors (data hazards, explicit deps) only
+// *within the same round*, and consecutive rounds pipeline freely. Messages on a
+// connection go in (round, program order): both ranks derive that order from
+// the same program, so it needs no negotiation. A step's message in a round is
+// one piece per chunk it covers (pieces never exceed the slice size).
+//
+// Point-to-point plans are "flat": one round, each step's bytes cut in slices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "exec/reduce.h"
+#include "schedule/ir.h"
+
+namespace theseus::transport {
+class TransportManager;
+class SendConnection;
+class RecvConnection;
+}  // namespace theseus::transport
+
+namespace theseus::exec {
+
+// A connection a plan uses, and how many of its steps use it (per round).
+struct PlanConn {
+  int32_t peer = -1;
+  uint8_t channel = 0;
+  bool isSend = false;
+  uint32_t nsteps = 0;
+  transport::SendConnection* send = nullptr;  // resolved when the plan starts
+  transport::RecvConnection* recv = nullptr;
+};
+
+struct PlanStep {
+  schedule::Op op = schedule::Op::kSend;
+  uint8_t channel = 0;
+  bool scaleSrc = false;     // src is this rank's raw input and the reduction pre-multiplies it
+  bool scaleDst = false;     // kReduce only: the accumulator is still raw input (in place)
+  bool hasSrc = false;       // the op reads src / writes dst (their addresses may still be NULL for empty steps)
+  bool hasDst = false;
+  int32_t recvPeer = -1;
+  int32_t sendPeer = -1;
+  int32_t inConn = -1;       // index in Plan::conns, or -1
+  int32_t outConn = -1;
+  uint32_t inPos = 0;        // position among the steps of that connection
+  uint32_t outPos = 0;
+  // Memory. Chunked plans: src/dst are buffer bases and the ranges are chunk
+  // indices. Flat plans: src/dst are the exact addresses and `bytes` the size.
+  const char* src = nullptr;
+  char* dst = nullptr;
+  uint32_t srcFirst = 0;
+  uint32_t dstFirst = 0;
+  uint32_t nchunks = 0;
+  size_t bytes = 0;
+  uint32_t predBegin = 0;    // Plan::preds[predBegin, predEnd): must finish round r before this starts round r
+  uint32_t predEnd = 0;
+  uint32_t index = 0;        // step index in the program (error messages)
+};
+
+struct Plan {
+  std::vector<PlanStep> steps;
+  std::vector<uint32_t> preds;
+  std::vector<PlanConn> conns;
+  bool chunked = true;
+  size_t unitElems = 0;        // chunked: U
+  uint32_t chunksPerBlock = 1; // chunked: k
+  uint32_t rounds = 1;
+  Reduction reduction;         // for reducing steps
+  size_t elemBytes = 1;
+  size_t sliceBytes = 0;       // largest piece (<= every connection's slot size)
+  uint32_t tag = 0;            // carried by every message; both sides compute the same value
+  int rank = -1;
+  transport::TransportManager* transports = nullptr;
+  const AbortFlag* abort = nullptr;
+  // Integer average: divide these elements by reduction.divisor once everything else is done.
+  char* divideDst = nullptr;
+  size_t divideElems = 0;
+  // What this plan runs, for errors and traces (formatted only when needed).
+  const char* opName = "";
+  const char* scheduleName = "";
+  uint64_t seq = 0;
+  size_t bytes = 0;
+  std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
+
+  void clear() {
+    steps.clear();
+    preds.clear();
+    conns.clear();
+    divideDst = nullptr;
+    divideElems = 0;
+  }
+};
+
+// Rounds for a chunked plan: enough that one chunk's part fits in a slice.
+uint32_t roundsFor(size_t unitElems, uint32_t chunksPerBlock, size_t elemBytes, size_t sliceBytes);
+
+// The piece a step moves in round r for its i-th chunk (chunked) or i-th slice (flat).
+struct Piece {
+  const char* src = nullptr;
+  char* dst = nullptr;
+  size_t bytes = 0;
+};
+uint32_t piecesPerRound(const Plan& plan, const PlanStep& step);
+Piece pieceOf(const Plan& plan, const PlanStep& step, uint32_t round, uint32_t i);
+
+}  // namespace theseus::exec
