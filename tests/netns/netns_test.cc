@@ -1,0 +1,194 @@
+// Multi-host communicators: each "host" is a network namespace with one veth
+// into a bridge (in a separate "switch" namespace, so the machine's own
+// network is untouched). Ranks on different hosts bootstrap over TCP through
+// NCCL_COMM_ID; different namespaces are different hosts (host hash), ranks in
+// the same namespace are local to each other; a host that dies is noticed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "mp_test.h"
+
+using theseus::test::runRanks;
+using theseus::test::SpawnOptions;
+
+namespace {
+
+int run(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()); }
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Waits until the rank's own log (NCCL_DEBUG_FILE=<base>.<pid>) contains `what`.
+bool logShows(const std::string& base, const std::string& what, int seconds = 10) {
+  const std::string path = base + "." + std::to_string(getpid());
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  do {
+    if (readFile(path).find(what) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
+std::vector<int> hostsFrom(const std::string& csv) {
+  std::vector<int> h;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ',')) h.push_back(std::stoi(item));
+  return h;
+}
+
+class Netns : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!theseus::test::canUseNetns(&why)) GTEST_SKIP() << "network namespaces unavailable: " << why;
+    tag_ = std::to_string(getpid() % 100000);
+    logBase_ = "/tmp/theseus-netns-" + tag_;
+    sw_ = "thsw" + tag_;
+    ASSERT_EQ(run("ip netns add " + sw_), 0);
+    ASSERT_EQ(run("ip netns exec " + sw_ + " ip link add br0 type bridge"), 0);
+    ASSERT_EQ(run("ip netns exec " + sw_ + " ip link set br0 up"), 0);
+  }
+  void TearDown() override {
+    for (auto& ns : hosts_) run("ip netns del " + ns);
+    if (!sw_.empty()) run("ip netns del " + sw_);
+    run("rm -f " + logBase_ + ".*");
+  }
+  // Host i: namespace with address 10.99.0.(i+1)/24 on a veth plugged into the bridge.
+  void addHosts(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::string ns = "thh" + tag_ + "-" + std::to_string(i);
+      std::string a = "thv" + tag_ + "a" + std::to_string(i), b = "thv" + tag_ + "b" + std::to_string(i);
+      ASSERT_EQ(run("ip netns add " + ns), 0);
+      hosts_.push_back(ns);
+      ASSERT_EQ(run("ip link add " + a + " type veth peer name " + b), 0) << "veth " << a;
+      ASSERT_EQ(run("ip link set " + a + " netns " + ns), 0);
+      ASSERT_EQ(run("ip link set " + b + " netns " + sw_), 0);
+      ASSERT_EQ(run("ip netns exec " + sw_ + " ip link set " + b + " master br0"), 0);
+      ASSERT_EQ(run("ip netns exec " + sw_ + " ip link set " + b + " up"), 0);
+      ASSERT_EQ(run("ip netns exec " + ns + " ip addr add 10.99.0." + std::to_string(i + 1) + "/24 dev " + a), 0);
+      ASSERT_EQ(run("ip netns exec " + ns + " ip link set " + a + " up"), 0);
+      ASSERT_EQ(run("ip netns exec " + ns + " ip link set lo up"), 0);
+    }
+  }
+  SpawnOptions options(const std::vector<int>& hostOfRank) {
+    SpawnOptions o;
+    o.createUniqueId = false;
+    o.env["NCCL_COMM_ID"] = "10.99.0.1:29511";
+    o.env["NCCL_DEBUG"] = "INFO";
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,BOOTSTRAP";
+    o.env["NCCL_DEBUG_FILE"] = logBase_ + ".%p";
+    o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "30000";
+    std::string csv;
+    for (int h : hostOfRank) csv += (csv.empty() ? "" : ",") + std::to_string(h);
+    o.args = {csv, logBase_};
+    o.prefix = [this, hostOfRank](int rank) {
+      return std::vector<std::string>{"ip", "netns", "exec", hosts_[hostOfRank[rank]]};
+    };
+    o.timeoutSec = 120;
+    return o;
+  }
+  std::string tag_, sw_, logBase_;
+  std::vector<std::string> hosts_;
+};
+
+// Four ranks on three hosts: 0 and 1 share host 0.
+THESEUS_RANK_FN(netns_hosts) {
+  const std::vector<int> host = hostsFrom(ctx.args.at(0));
+  const std::string& log = ctx.args.at(1);
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank));
+  int local = 0;
+  for (int h : host) local += h == host[ctx.rank];
+  RANK_CHECK(logShows(log, "nNodes 3 localRanks " + std::to_string(local)));
+  // One communicator per host, through a split.
+  ncclComm_t perHost;
+  RANK_NCCL(ncclCommSplit(comm, host[ctx.rank], ctx.rank, &perHost, nullptr));
+  int count;
+  RANK_NCCL(ncclCommCount(perHost, &count));
+  RANK_CHECK(count == local);
+  RANK_NCCL(ncclCommDestroy(perHost));
+  // Drop host 2 (rank 3, alive) with a shrink.
+  if (host[ctx.rank] != 2) {
+    int gone[1] = {3};
+    ncclComm_t two;
+    RANK_NCCL(ncclCommShrink(comm, gone, 1, &two, nullptr, NCCL_SHRINK_DEFAULT));
+    RANK_NCCL(ncclCommCount(two, &count));
+    RANK_CHECK(count == 3);
+    RANK_NCCL(ncclCommDestroy(two));
+  }
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST_F(Netns, RanksOnThreeHostsBootstrapOverTcp) {
+  addHosts(3);
+  auto r = runRanks("netns_hosts", 4, options({0, 0, 1, 2}));
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// A host dies after init: the others see the failure over the network and shrink it away.
+THESEUS_RANK_FN(netns_dead_host) {
+  const std::string& log = ctx.args.at(1);
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank));
+  if (ctx.rank == 2) raise(SIGKILL);
+  RANK_CHECK(logShows(log, "rank 2 failed"));
+  int gone[1] = {2};
+  ncclComm_t rest;
+  RANK_NCCL(ncclCommShrink(comm, gone, 1, &rest, nullptr, NCCL_SHRINK_ABORT));
+  int count;
+  RANK_NCCL(ncclCommCount(rest, &count));
+  RANK_CHECK(count == 2);
+  RANK_NCCL(ncclCommDestroy(rest));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST_F(Netns, AHostThatDiesIsDetectedAndShrunkAway) {
+  addHosts(3);
+  auto r = runRanks("netns_dead_host", 3, options({0, 1, 2}));
+  ASSERT_EQ(r.exitCodes.size(), 3u) << r.describe();
+  EXPECT_EQ(r.exitCodes[0], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[1], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[2], 128 + SIGKILL) << r.describe();
+}
+
+// NCCL_SOCKET_IFNAME picks the veth explicitly (and excluding it leaves nothing usable but lo).
+THESEUS_RANK_FN(netns_ifname) {
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank));
+  RANK_CHECK(logShows(ctx.args.at(1), "Bootstrap: using thv"));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST_F(Netns, SocketIfnameSelectsTheInterface) {
+  addHosts(2);
+  SpawnOptions o = options({0, 1});
+  o.env["NCCL_SOCKET_IFNAME"] = "thv";
+  auto r = runRanks("netns_ifname", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+}  // namespace
