@@ -6,11 +6,15 @@
 #include "comm/group.h"
 #include "comm/host_engine.h"
 #include "common/log.h"
+#include "device/staging.h"
 #include "exec/executor.h"
 
 namespace theseus::comm {
 
 Status executeOps(std::vector<CommOps>& work) {
+  // Device buffers go through host staging (no-op when CUDA is not loaded).
+  thread_local device::Staging staging;
+  TH_CHECK(staging.stageIn(work));
   thread_local std::vector<exec::Lane> lanes;
   lanes.resize(work.size());
   for (size_t i = 0; i < work.size(); ++i) {
@@ -26,8 +30,9 @@ Status executeOps(std::vector<CommOps>& work) {
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
     for (auto& w : work) static_cast<HostEngine*>(w.comm->engine())->noteFailure(s);
+    return s;
   }
-  return s;
+  return staging.stageOut();
 }
 
 // A simple alpha-beta estimate per operation: latency per step plus bytes over a

@@ -1,0 +1,115 @@
+#include "device/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace theseus::device {
+
+// Driver types, as plain integers and pointers (CUresult is an int enum).
+using CuResult = int;
+using CuDevicePtr = unsigned long long;
+enum : int { kAttrMemoryType = 2 };             // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2, kMemTypeArray = 3, kMemTypeUnified = 4 };
+
+struct DriverLoader {
+  static const CudaDriver* load() {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) return nullptr;
+    auto* d = new CudaDriver();
+    d->init_ = dlsym(h, "cuInit");
+    d->pointerGetAttribute_ = dlsym(h, "cuPointerGetAttribute");
+    d->memcpyDtoH_ = dlsym(h, "cuMemcpyDtoH_v2");
+    d->memcpyHtoD_ = dlsym(h, "cuMemcpyHtoD_v2");
+    d->streamSynchronize_ = dlsym(h, "cuStreamSynchronize");
+    d->streamIsCapturing_ = dlsym(h, "cuStreamIsCapturing");
+    d->memAlloc_ = dlsym(h, "cuMemAlloc_v2");
+    d->memFree_ = dlsym(h, "cuMemFree_v2");
+    d->getErrorName_ = dlsym(h, "cuGetErrorName");
+    d->ctxGetCurrent_ = dlsym(h, "cuCtxGetCurrent");
+    d->ctxGetDevice_ = dlsym(h, "cuCtxGetDevice");
+    bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
+                    d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
+    if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
+      delete d;
+      return nullptr;
+    }
+    return d;
+  }
+};
+
+const CudaDriver* CudaDriver::get() {
+  static std::atomic<const CudaDriver*> driver{nullptr};
+  static std::mutex mu;
+  const CudaDriver* d = driver.load(std::memory_order_acquire);
+  if (d != nullptr) return d;
+  std::lock_guard<std::mutex> lock(mu);
+  d = driver.load();
+  if (d == nullptr) {
+    d = DriverLoader::load();  // kept for the life of the process once found
+    driver.store(d, std::memory_order_release);
+  }
+  return d;
+}
+
+Status CudaDriver::check(int rc, const char* what) const {
+  if (rc == 0) return Status::ok();
+  const char* name = "unknown";
+  if (getErrorName_) reinterpret_cast<CuResult (*)(int, const char**)>(getErrorName_)(rc, &name);
+  return Status(ncclUnhandledCudaError, std::string(what) + " failed: " + name + " (" + std::to_string(rc) + ")");
+}
+
+bool CudaDriver::isDevicePointer(const void* p) const {
+  if (p == nullptr) return false;
+  unsigned type = 0;
+  auto fn = reinterpret_cast<CuResult (*)(void*, int, CuDevicePtr)>(pointerGetAttribute_);
+  if (fn(&type, kAttrMemoryType, reinterpret_cast<CuDevicePtr>(p)) != 0) return false;  // plain host memory
+  return type == kMemTypeDevice || type == kMemTypeArray;
+}
+
+Status CudaDriver::copyToHost(void* dst, const void* src, size_t bytes) const {
+  auto fn = reinterpret_cast<CuResult (*)(void*, CuDevicePtr, size_t)>(memcpyDtoH_);
+  return check(fn(dst, reinterpret_cast<CuDevicePtr>(src), bytes), "cuMemcpyDtoH");
+}
+
+Status CudaDriver::copyToDevice(void* dst, const void* src, size_t bytes) const {
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr, const void*, size_t)>(memcpyHtoD_);
+  return check(fn(reinterpret_cast<CuDevicePtr>(dst), src, bytes), "cuMemcpyHtoD");
+}
+
+Status CudaDriver::synchronize(cudaStream_t stream) const {
+  auto fn = reinterpret_cast<CuResult (*)(void*)>(streamSynchronize_);
+  return check(fn(stream), "cuStreamSynchronize");
+}
+
+bool CudaDriver::isCapturing(cudaStream_t stream) const {
+  if (streamIsCapturing_ == nullptr) return false;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  auto fn = reinterpret_cast<CuResult (*)(void*, int*)>(streamIsCapturing_);
+  if (fn(stream, &status) != 0) return false;
+  return status != 0;
+}
+
+Result<void*> CudaDriver::alloc(size_t bytes) const {
+  CuDevicePtr p = 0;
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr*, size_t)>(memAlloc_);
+  TH_CHECK(check(fn(&p, bytes), "cuMemAlloc"));
+  return reinterpret_cast<void*>(p);
+}
+
+Status CudaDriver::free(void* p) const {
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(memFree_);
+  return check(fn(reinterpret_cast<CuDevicePtr>(p)), "cuMemFree");
+}
+
+int CudaDriver::currentDevice() const {
+  void* ctx = nullptr;
+  if (reinterpret_cast<CuResult (*)(void**)>(ctxGetCurrent_)(&ctx) != 0 || ctx == nullptr) return -1;
+  int dev = -1;
+  if (reinterpret_cast<CuResult (*)(int*)>(ctxGetDevice_)(&dev) != 0) return -1;
+  return dev;
+}
+
+}  // namespace theseus::device
