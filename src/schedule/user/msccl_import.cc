@@ -269,8 +269,13 @@ XAlgo readDocument(const tinyxml2::XMLDocument& doc) {
     gpu.scratchChunks = intAttr(g, "s_chunks", where, 0, INT32_MAX);
     checkChunkCounts(gpu, a, cpb);
     onlyChildren(g, "tb", where);
-    for (const XMLElement* t = g->FirstChildElement("tb"); t; t = t->NextSiblingElement("tb"))
+    size_t steps = 0;
+    for (const XMLElement* t = g->FirstChildElement("tb"); t; t = t->NextSiblingElement("tb")) {
       gpu.tbs.push_back(readThreadBlock(t, a, id));
+      steps += gpu.tbs.back().steps.size();
+      if (steps > kMaxStepsPerRank)
+        fail(t->GetLineNum(), "gpu %d: more than %u steps in all thread blocks", id, kMaxStepsPerRank);
+    }
     checkGpu(gpu);
   }
   for (int id = 0; id < a.ngpus; ++id)

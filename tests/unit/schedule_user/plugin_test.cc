@@ -9,7 +9,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "reference_interpreter.h"
 #include "schedule/program_cache.h"
@@ -81,6 +83,66 @@ TEST(BruckPlugin, OnlyRankAndParameters) {
                                         "(got 'channels=2')"),
             std::string::npos)
       << bad.status().message();
+}
+
+GenerateRequest allreduce(int n, bool inPlace, std::vector<int> hostOf = {}) {
+  GenerateRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = n;
+  req.inPlace = inPlace;
+  req.hostOf = std::move(hostOf);
+  return req;
+}
+
+// The peers rank r talks to.
+std::set<int> peersOf(const Program& p, int r) {
+  std::set<int> out;
+  for (const Step& s : p.ranks[r].steps) {
+    if (s.recvPeer >= 0) out.insert(s.recvPeer);
+    if (s.sendPeer >= 0) out.insert(s.sendPeer);
+  }
+  return out;
+}
+
+TEST(Torus2dPlugin, EveryRankCountIsCorrect) {
+  Result<ScheduleHandle> s = loadFile(THESEUS_TORUS_PLUGIN);
+  ASSERT_TRUE(s.isOk()) << s.status().message();
+  EXPECT_EQ(s.value()->name(), "torus2d_allreduce");
+  EXPECT_EQ(s.value()->info().collectives, 1u << static_cast<unsigned>(Collective::kAllReduce));
+  for (int n = 1; n <= 20; ++n) {
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (inPlace ? " in-place" : ""));
+      Result<Program> p = s.value()->generate(allreduce(n, inPlace));
+      ASSERT_TRUE(p.isOk()) << p.status().message();
+      Status st = verifyProgram(p.value());
+      ASSERT_TRUE(st.isOk()) << st.message();
+      for (size_t unit : {1, 7, 100}) EXPECT_EQ(testing::runAndCheck(p.value(), unit, static_cast<unsigned>(n)), "");
+    }
+  }
+  // 12 ranks without hosts: a 3 x 4 grid, so rank 5 = (1, 1) talks to its row (4, 6) and column (1, 9).
+  Result<Program> p = s.value()->generate(allreduce(12, false));
+  ASSERT_TRUE(p.isOk());
+  EXPECT_EQ(peersOf(p.value(), 5), (std::set<int>{1, 4, 6, 9}));
+}
+
+TEST(Torus2dPlugin, RowsFollowRegularHosts) {
+  Result<ScheduleHandle> s = loadFile(THESEUS_TORUS_PLUGIN);
+  ASSERT_TRUE(s.isOk());
+  // 2 hosts of 6 ranks: rows are hosts (2 x 6), so rank 7 = (1, 1) has row peers 6, 8 and column peer 1.
+  std::vector<int> twoHosts = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+  for (bool inPlace : {false, true}) {
+    Result<Program> p = s.value()->generate(allreduce(12, inPlace, twoHosts));
+    ASSERT_TRUE(p.isOk()) << p.status().message();
+    ASSERT_TRUE(verifyProgram(p.value()).isOk());
+    EXPECT_EQ(testing::runAndCheck(p.value(), 13), "");
+    EXPECT_EQ(peersOf(p.value(), 7), (std::set<int>{1, 6, 8}));
+  }
+  // Irregular hosts (5 + 7 ranks) fall back to the square-ish grid.
+  std::vector<int> irregular = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+  Result<Program> q = s.value()->generate(allreduce(12, false, irregular));
+  ASSERT_TRUE(q.isOk());
+  EXPECT_TRUE(verifyProgram(q.value()).isOk());
+  EXPECT_EQ(peersOf(q.value(), 5), (std::set<int>{1, 4, 6, 9}));
 }
 
 TEST(PluginRejections, DescriptorProblems) {
