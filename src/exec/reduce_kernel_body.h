@@ -6,14 +6,14 @@
 // and is generated for that file's ISA: no inline function built for AVX2 can
 // be shared with (and picked by the linker for) the baseline build. The
 // including file must first include <cstring>, <cstdint>, <type_traits>,
-// exec/reduce_codec.h and exec/reduce_kernels.h, and define:
+// <utility>, exec/reduce_codec.h and exec/reduce_kernels.h, and define:
 //   kVecBytes                    bytes per vector register (16 or 32)
 //   THESEUS_REDUCE_HAVE_F16C     1 to convert half with the F16C instructions
 //
 // How the kernels work. Elements are moved in GCC vectors (`vector_size`) of
 // kVecBytes ("registers"; for the narrow floats a register is several float
-// vectors, see Packed): loads and stores go through memcpy, so any alignment is fine,
-// and every iteration loads all its inputs before it stores, so dst may alias
+// vectors, see Packed). Loads and stores go through memcpy, so any alignment
+// is fine, and every iteration loads all its inputs before it stores, so dst may alias
 // a or b exactly (not partially). The compute type of a vector lane is the
 // element type itself for integers, float and double, and float for half,
 // bfloat16 and fp8, which are decoded on load and rounded (to nearest even)
