@@ -18,12 +18,14 @@ std::string diag(const ProcResult& r) { return "exit " + std::to_string(r.exitCo
 
 ProcResult launch(int np, const std::string& prog, const std::vector<std::string>& args,
                   const std::vector<std::string>& launcherArgs = {}) {
-  std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(np), "--timeout", "150"};
+  // A hung operation is aborted after 15 s (-T); the whole run is bounded by --timeout.
+  std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(np), "--timeout", "120"};
   argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
   argv.push_back("--");
   argv.push_back(std::string(PERF_BIN_DIR) + "/" + prog);
   argv.insert(argv.end(), args.begin(), args.end());
-  return runProcess(argv, {}, 170);
+  argv.insert(argv.end(), {"-T", "15"});
+  return runProcess(argv, {}, 150);
 }
 
 int dataRows(const std::string& out) {
