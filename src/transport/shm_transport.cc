@@ -67,6 +67,26 @@ struct ShmDomain::Peer {
 
 namespace {
 
+// ThreadSanitizer tracks memory by virtual address; the two ends of a FIFO
+// reach its counters through two different mappings of the same pages, so it
+// cannot see their release/acquire pairs. Under TSAN both ends also release and
+// acquire a key derived from the FIFO's identity (ranks as threads of one process).
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+char gTsanKeys[4096];
+void* tsanKey(uint64_t commHash, int sender, int receiver, int channel) {
+  uint64_t h = commHash ^ (uint64_t(sender) * 0x9e3779b97f4a7c15ull) ^ (uint64_t(receiver) << 20) ^ uint64_t(channel);
+  return &gTsanKeys[(h ^ (h >> 29)) % sizeof(gTsanKeys)];
+}
+inline void tsanRelease(void* key) { __tsan_release(key); }
+inline void tsanAcquire(void* key) { __tsan_acquire(key); }
+#else
+inline void* tsanKey(uint64_t, int, int, int) { return nullptr; }
+inline void tsanRelease(void*) {}
+inline void tsanAcquire(void*) {}
+#endif
+
 struct FifoView {
   FifoControl* ctl;
   SlotHeader* headers;
@@ -75,6 +95,7 @@ struct FifoView {
   uint64_t slotBytes;
   size_t dataOffset;  // within its segment, for reserve()
   size_t dataBytes;
+  void* syncKey;      // see tsanKey()
 };
 
 FifoView fifoAt(char* base, uint64_t controlOffset, uint64_t controlStride, uint64_t dataOffset, uint64_t dataStride,
@@ -88,6 +109,7 @@ FifoView fifoAt(char* base, uint64_t controlOffset, uint64_t controlStride, uint
   v.slots = slots;
   v.slotBytes = slotBytes;
   v.dataBytes = static_cast<size_t>(slots) * slotBytes;
+  v.syncKey = nullptr;
   return v;
 }
 
@@ -191,6 +213,7 @@ class ShmSendConnection final : public SendConnection {
   uint64_t publish(size_t bytes) {
     acquired_ = false;
     if (head_ == cachedTail_) busy_.begin();
+    tsanRelease(fifo_.syncKey);
     fifo_.ctl->head.store(++head_, std::memory_order_release);
     ringDoorbell(peerBell_);
     counters_->addMessage(bytes);
@@ -199,6 +222,7 @@ class ShmSendConnection final : public SendConnection {
 
   void refreshTail() const {
     cachedTail_ = fifo_.ctl->tail.load(std::memory_order_acquire);
+    tsanAcquire(fifo_.syncKey);
     if (cachedTail_ == head_) busy_.end(*counters_);
   }
 
@@ -253,6 +277,7 @@ class ShmRecvConnection final : public RecvConnection {
       }
     }
     wait_.end(*counters_);
+    tsanAcquire(fifo_.syncKey);
     // A copy: the sender cannot touch this header until we release the slot, but
     // reading it once keeps validation and use consistent.
     SlotHeader h = fifo_.headers[tail_ % fifo_.slots];
@@ -270,6 +295,7 @@ class ShmRecvConnection final : public RecvConnection {
     if (!peeked_) return;
     unpin();
     peeked_ = false;
+    tsanRelease(fifo_.syncKey);
     fifo_.ctl->tail.store(++tail_, std::memory_order_release);
     ringDoorbell(peerBell_);
     counters_->addMessage(msg_.bytes);
@@ -377,7 +403,6 @@ Result<std::unique_ptr<ShmDomain>> ShmDomain::create(const ShmDomainParams& p) {
 
   char* base = d->inbox_->base();
   auto* h = new (base) InboxHeader();
-  h->magic = shm::kInboxMagic;
   h->version = shm::kInboxVersion;
   h->rank = p.rank;
   h->commHash = p.commHash;
@@ -395,7 +420,8 @@ Result<std::unique_ptr<ShmDomain>> ShmDomain::create(const ShmDomainParams& p) {
     ctl->head.store(0, std::memory_order_relaxed);
     ctl->tail.store(0, std::memory_order_relaxed);
   }
-  std::atomic_thread_fence(std::memory_order_release);
+  // The magic goes last, with release: a peer that sees it sees the whole layout.
+  __atomic_store_n(&h->magic, shm::kInboxMagic, __ATOMIC_RELEASE);
   d->header_ = h;
   d->controlOffset_ = controlOffset;
   d->controlStride_ = controlStride;
@@ -417,7 +443,8 @@ Status ShmDomain::mapPeer(const ShmPeerInfo& info, const std::string& locator) {
   auto bad = [&](const char* what) {
     return remoteError("rank %d's shared-memory inbox %s is not usable: %s", info.rank, locator.c_str(), what);
   };
-  if (h->magic != shm::kInboxMagic || h->version != shm::kInboxVersion) return bad("bad magic/version");
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != shm::kInboxMagic || h->version != shm::kInboxVersion)
+    return bad("bad magic/version");
   if (h->rank != info.rank || h->commHash != params_.commHash) return bad("belongs to another rank or communicator");
   if (h->nLocal != static_cast<uint32_t>(params_.nLocal) || h->nChannels < 1 || h->slots < 2 ||
       h->slots > 1u << 16 || h->slotBytes < 64 || h->slotBytes > (uint64_t(1) << 32))
@@ -471,6 +498,7 @@ Result<std::unique_ptr<SendConnection>> ShmDomain::connectSend(int peer, int cha
   size_t index = static_cast<size_t>(params_.localIndex) * p->nChannels + static_cast<size_t>(channel);
   FifoView f = fifoAt(p->inbox->base(), p->controlOffset, p->controlStride, p->dataOffset, p->dataStride, p->slots,
                       p->slotBytes, index);
+  f.syncKey = tsanKey(params_.commHash, params_.rank, peer, channel);
   TH_CHECK(p->inbox->reserve(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
   bool direct = useDirect && (p->info.sameProcess || p->info.directOk);
   return std::unique_ptr<SendConnection>(new ShmSendConnection(peer, f, &p->header->bell, counters,
@@ -486,6 +514,7 @@ Result<std::unique_ptr<RecvConnection>> ShmDomain::connectRecv(int peer, int cha
   size_t index = static_cast<size_t>(p->info.localIndex) * params_.nChannels + static_cast<size_t>(channel);
   FifoView f = fifoAt(inbox_->base(), controlOffset_, controlStride_, dataOffset_, dataStride_, params_.slots,
                       params_.slotBytes, index);
+  f.syncKey = tsanKey(params_.commHash, peer, params_.rank, channel);
   TH_CHECK(inbox_->reserve(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
   return std::unique_ptr<RecvConnection>(new ShmRecvConnection(peer, p->info.pid, f, &p->header->bell, counters,
                                                                p->liveness.get(), regions, p->info.sameProcess));

@@ -16,7 +16,8 @@ const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
 const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
 const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
 const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 256 << 10,
-                            "Bytes per shared-memory FIFO slot: the largest inline message (wins over NCCL_BUFFSIZE)");
+                            "Bytes per shared-memory FIFO slot, rounded up to 4 KiB: the largest inline message (wins over "
+                            "NCCL_BUFFSIZE)");
 const IntKnob kBuffSize("NCCL_BUFFSIZE", -1,
                         "Bytes per FIFO (all slots) of each connection when THESEUS_*_SLOT_BYTES are unset; "
                         "-1: the transports' defaults");
@@ -30,7 +31,7 @@ const BoolKnob kShmDirect("THESEUS_SHM_DIRECT", true,
                           "Send peer-mappable memory (ncclMemAlloc buffers, shared scratch) zero-copy over shm");
 const IntKnob kSocketSlots("THESEUS_SOCKET_SLOTS", 8, "Slots per TCP connection ring (send and receive side)");
 const IntKnob kSocketSlotBytes("THESEUS_SOCKET_SLOT_BYTES", 512 << 10,
-                               "Bytes per TCP ring slot: the largest message on a socket connection");
+                               "Bytes per TCP ring slot, rounded up to 4 KiB: the largest message on a socket connection");
 const IntKnob kSocketNsocks("THESEUS_SOCKET_NSOCKS", -1,
                             "TCP sockets per peer, channel and direction; large messages are striped across them "
                             "(-1: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD when set, else 1)");
@@ -63,7 +64,7 @@ Result<size_t> slotBytesFrom(const IntKnob& knob, int64_t slots) {
     }
   }
   TH_CHECK(checkRange(knob, v, kMinSlotBytes, kMaxSlotBytes));
-  return static_cast<size_t>(v);
+  return static_cast<size_t>((v + 4095) / 4096 * 4096);  // page-aligned slots copy faster
 }
 
 }  // namespace

@@ -27,6 +27,8 @@
 
 namespace theseus::transport {
 
+class LinkEmulation;  // transport/emulation.h
+
 struct TransportOptions {
   int maxChannels = 1;          // connections per peer and direction
   int64_t connectTimeoutMs = 0; // THESEUS_CONNECT_TIMEOUT_MS when 0
@@ -53,6 +55,9 @@ class TransportManager {
 
   // Counters per peer (index = rank), for attributes and telemetry.
   virtual PeerStats stats(int peer) const = 0;
+
+  // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
+  virtual LinkEmulation* emulation() { return nullptr; }
 };
 
 Result<std::unique_ptr<TransportManager>> createTransportManager(bootstrap::Bootstrap& bootstrap,

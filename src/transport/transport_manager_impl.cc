@@ -145,6 +145,7 @@ Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) 
     sockets_.push_back({h.waitable, peer, channel, true});
     socketCount_.fetch_add(1);
   }
+  if (emulation_) conn = emulation_->wrapRecv(std::move(conn), peer);
   RecvConnection* raw = conn.get();
   ownedRecv_.push_back(std::move(conn));
   recv_[idx].store(raw, std::memory_order_release);
@@ -215,6 +216,7 @@ uint64_t TransportManagerImpl::activityToken() const { return doorbellToken(bell
 // With both kinds, poll() runs in 100 us slices with the doorbell checked in
 // between (socket latency across hosts dwarfs the slice).
 void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
+  if (emulation_) timeoutUs = emulation_->clampWaitUs(timeoutUs);
   if (timeoutUs <= 0) return;
   uint32_t tok = static_cast<uint32_t>(token);
   uint64_t start = nowNs();
@@ -300,6 +302,9 @@ Result<std::unique_ptr<TransportManager>> createTransportManager(bootstrap::Boot
   TH_ASSIGN(TransportConfig config, readTransportConfig());
   if (options.maxChannels > 256) return invalidArgument("maxChannels %d is more than 256", options.maxChannels);
   auto m = std::make_unique<TransportManagerImpl>(bootstrap, options, config);
+  std::unique_ptr<LinkEmulation> emulation;
+  TH_ASSIGN(emulation, LinkEmulation::fromEnv(bootstrap.rank(), bootstrap.nranks()));
+  m->setEmulation(std::move(emulation));
   TH_CHECK(m->setUp().withContext("transport set-up"));
   return std::unique_ptr<TransportManager>(std::move(m));
 }

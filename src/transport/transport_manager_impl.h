@@ -14,6 +14,7 @@
 
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
+#include "transport/emulation.h"
 #include "transport/region_cache.h"
 #include "transport/shm_transport.h"
 #include "transport/socket_transport.h"
@@ -37,6 +38,9 @@ class TransportManagerImpl final : public TransportManager {
   uint64_t activityToken() const override;
   void waitForActivity(uint64_t token, int64_t timeoutUs) override;
   PeerStats stats(int peer) const override;
+  LinkEmulation* emulation() override { return emulation_.get(); }
+  // Installs THESEUS_EMULATE's rules (before any connection exists).
+  void setEmulation(std::unique_ptr<LinkEmulation> e) { emulation_ = std::move(e); }
 
   // Rings this rank's own doorbell (helper threads: accepted connection, freed slots).
   void wakeLocal();
@@ -89,6 +93,7 @@ class TransportManagerImpl final : public TransportManager {
   std::atomic<size_t> socketCount_{0};
   std::unique_ptr<ConnectionCounters[]> sendCounters_;
   std::unique_ptr<ConnectionCounters[]> recvCounters_;
+  std::unique_ptr<LinkEmulation> emulation_;  // null unless THESEUS_EMULATE is set
 };
 
 }  // namespace theseus::transport

@@ -2,7 +2,10 @@
 // forked processes as ranks: shm between ranks of this host, and TCP when
 // forced, including the connectTo/acceptFrom parking path in both orders.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cstdio>
 
@@ -69,12 +72,32 @@ int allToAll(const ncclUniqueId& id, int rank, int nranks, bool socket) {
   return 0;
 }
 
-void runAllToAll(int nranks, bool socket) {
+// Rank 0 makes the unique id (its root listener is a thread, and this test
+// process must stay single-threaded to fork) and hands it to the others.
+struct IdBox {
+  std::atomic<int> ready{0};
   ncclUniqueId id;
-  Status st = bootstrap::createUniqueId(&id);
-  ASSERT_TRUE(st.isOk()) << st.message();
-  auto codes = runProcesses(nranks, [&](int r) { return allToAll(id, r, nranks, socket); }, 90);
+};
+
+int rankMain(IdBox* box, int rank, int nranks, bool socket) {
+  if (rank == 0) {
+    Status st = bootstrap::createUniqueId(&box->id);
+    CHILD_CHECK(st.isOk(), "%s", st.message().c_str());
+    box->ready.store(st.isOk() ? 1 : -1, std::memory_order_release);
+  }
+  Deadline d = Deadline::afterMs(30000);
+  while (box->ready.load(std::memory_order_acquire) == 0 && !d.expired()) usleep(1000);
+  CHILD_CHECK(box->ready.load() == 1, "no unique id from rank 0");
+  return allToAll(box->id, rank, nranks, socket);
+}
+
+void runAllToAll(int nranks, bool socket) {
+  void* mem = mmap(nullptr, sizeof(IdBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* box = new (mem) IdBox();
+  auto codes = runProcesses(nranks, [&](int r) { return rankMain(box, r, nranks, socket); }, 90);
   for (int r = 0; r < nranks; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  munmap(mem, sizeof(IdBox));
 }
 
 TEST(TransportsOverRealBootstrap, ShmAllToAllFourRanks) { runAllToAll(4, false); }

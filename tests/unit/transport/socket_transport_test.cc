@@ -169,6 +169,7 @@ TEST(SocketTransport, DestroyFlushesQueuedMessages) {
   EnvGuard g("THESEUS_SOCKET_SLOTS", "16");
   auto world = FakeWorld::create(2, kTwoHosts);
   constexpr int kMessages = 16;
+  std::atomic<bool> destroying{false};
   runThreads(2, [&](int r) {
     auto boot = world->bootstrap(r);
     auto m = makeManager(*boot);
@@ -181,14 +182,15 @@ TEST(SocketTransport, DestroyFlushesQueuedMessages) {
         fillPattern(slot.data, s->slotBytes(), i, 0);
         s->commitInline(s->slotBytes(), i);
       }
-      EXPECT_FALSE(s->consumed(kMessages));  // 8 MiB cannot all be in the kernel yet
+      EXPECT_FALSE(s->consumed(kMessages));  // nobody reads yet: 8 MiB cannot all be in the kernel
+      destroying.store(true);
       m.value().reset();
       EXPECT_TRUE(boot->barrier().isOk());
       return;
     }
-    // Start reading only later: 8 MiB do not fit in the kernel's socket buffers,
-    // so the sender's destruction has to wait for us.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Start reading only once the sender is being destroyed: 8 MiB do not fit in
+    // the kernel's socket buffers, so its destruction has to wait for us.
+    while (!destroying.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     RecvConnection* c = m.value()->recvConnection(0, 0).value();
     std::vector<unsigned char> expect(512 << 10);
     for (int i = 0; i < kMessages; ++i) {
