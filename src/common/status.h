@@ -69,13 +69,13 @@ class [[nodiscard]] Result {
     if (!th_status_.isOk()) return th_status_;          \
   } while (0)
 
-// Evaluate a Result<T>, propagate its error, else move the value into `lhs`.
-// One statement, so it is safe as the body of an unbraced `if`.
-#define TH_ASSIGN(lhs, expr)                                   \
-  if (auto th_result_ = (expr); !th_result_.isOk())            \
-    return th_result_.status();                                \
-  else                                                         \
-    lhs = th_result_.take()
+// Evaluate a Result<T>, propagate its error, else move the value into `lhs`
+// (which may declare a variable). Several statements: brace it under an `if`.
+#define TH_ASSIGN(lhs, expr)                            \
+  auto TH_CONCAT_(th_result_, __LINE__) = (expr);       \
+  if (!TH_CONCAT_(th_result_, __LINE__).isOk())         \
+    return TH_CONCAT_(th_result_, __LINE__).status();   \
+  lhs = TH_CONCAT_(th_result_, __LINE__).take()
 
 // A failing system call (returns -1 and sets errno) becomes a system error.
 #define TH_SYSCHECK(call, what)                                            \

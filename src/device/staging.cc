@@ -80,7 +80,9 @@ Status Staging::stageIn(std::vector<comm::CommOps>& work) {
       }
       if (devRecv && recvBytes > 0) {
         char* hostRecv = sameBuffer && hostSend != nullptr ? hostSend : nullptr;
-        if (hostRecv == nullptr) TH_ASSIGN(hostRecv, tPool.take(recvBytes));
+        if (hostRecv == nullptr) {
+          TH_ASSIGN(hostRecv, tPool.take(recvBytes));
+        }
         staged_.push_back({op.recvbuff, hostRecv, recvBytes});
         op.recvbuff = hostRecv;
       }
