@@ -1,0 +1,95 @@
+// GPU tests (CTest label "gpu"; never run in CPU CI): collectives and
+// point-to-point on CUDA device buffers, through the host staging path, with
+// the results checked on the host. Every rank process uses GPU 0 (one GPU is
+// enough: each process has its own context).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "mp_test.h"
+
+namespace {
+
+#define CUDA_OK(call)                                                                        \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "[rank %d] %s failed: %s\n", ctx.rank, #call, cudaGetErrorString(e_)); \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+bool haveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace
+
+THESEUS_RANK_FN(device_collectives) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  int dev = -2;
+  RANK_NCCL(ncclCommCuDevice(comm, &dev));
+  RANK_CHECK(dev == 0);
+
+  const size_t count = (1 << 20) + 3;
+  std::vector<float> host(count * ctx.nranks);
+  for (size_t i = 0; i < count; ++i) host[i] = float((i % 13) + ctx.rank);
+  float *in, *out;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&out, count * ctx.nranks * sizeof(float)));
+  CUDA_OK(cudaMemcpyAsync(in, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+
+  // Allreduce (queued after the copy on the same stream).
+  RANK_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost));
+  int n = ctx.nranks;
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n * (i % 13) + n * (n - 1) / 2));
+
+  // Allgather.
+  RANK_NCCL(ncclAllGather(in, out, count, ncclFloat, comm, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(host.data(), out, count * n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 997) RANK_CHECK(host[r * count + i] == float((i % 13) + r));
+
+  // ncclMemAlloc gives device memory when a GPU is in use; in-place allreduce on it.
+  void* m = nullptr;
+  RANK_NCCL(ncclMemAlloc(&m, count * sizeof(float)));
+  cudaPointerAttributes attr{};
+  CUDA_OK(cudaPointerGetAttributes(&attr, m));
+  RANK_CHECK(attr.type == cudaMemoryTypeDevice);
+  CUDA_OK(cudaMemcpy(m, in, count * sizeof(float), cudaMemcpyDeviceToDevice));
+  RANK_NCCL(ncclAllReduce(m, m, count, ncclFloat, ncclMax, comm, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(host.data(), m, count * sizeof(float), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float((i % 13) + n - 1));
+  RANK_NCCL(ncclMemFree(m));
+
+  // Grouped send/recv ring on device buffers.
+  int next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  RANK_NCCL(ncclGroupStart());
+  RANK_NCCL(ncclSend(in, count, ncclFloat, next, comm, stream));
+  RANK_NCCL(ncclRecv(out, count, ncclFloat, prev, comm, stream));
+  RANK_NCCL(ncclGroupEnd());
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < count; i += 101) RANK_CHECK(host[i] == float((i % 13) + prev));
+
+  CUDA_OK(cudaFree(in));
+  CUDA_OK(cudaFree(out));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+TEST(Gpu, DeviceBufferCollectives) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n));
+}
