@@ -1,11 +1,22 @@
 # Third-party dependencies, all from Debian packages (scripts/setup-deps.sh installs them).
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
+# tinyxml2 (MSCCL XML import) is optional: without it the import reports that it
+# is unavailable. scripts/setup-deps.sh installs it on Debian.
+set(THESEUS_HAVE_TINYXML2 ON)
 find_package(tinyxml2 QUIET CONFIG)
 if(NOT tinyxml2_FOUND)
-  find_library(TINYXML2_LIB tinyxml2 REQUIRED)
-  add_library(tinyxml2::tinyxml2 UNKNOWN IMPORTED)
-  set_target_properties(tinyxml2::tinyxml2 PROPERTIES IMPORTED_LOCATION ${TINYXML2_LIB})
+  find_library(TINYXML2_LIB tinyxml2)
+  find_path(TINYXML2_INCLUDE tinyxml2.h)
+  if(TINYXML2_LIB AND TINYXML2_INCLUDE)
+    add_library(tinyxml2::tinyxml2 UNKNOWN IMPORTED)
+    set_target_properties(tinyxml2::tinyxml2 PROPERTIES IMPORTED_LOCATION ${TINYXML2_LIB}
+                          INTERFACE_INCLUDE_DIRECTORIES ${TINYXML2_INCLUDE})
+  else()
+    set(THESEUS_HAVE_TINYXML2 OFF)
+    add_library(tinyxml2::tinyxml2 INTERFACE IMPORTED)
+    message(WARNING "tinyxml2 not found: MSCCL XML import is disabled (install libtinyxml2-dev)")
+  endif()
 endif()
 
 # MPI is optional: it builds the OpenMPI comparison program and mpirun support in the harness.
