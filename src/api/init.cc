@@ -53,6 +53,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return TH_API_GUARD({
+    if (comm == nullptr) return Status::ok();  // as NCCL
     comm::Communicator* c;
     TH_ASSIGN(c, comm::fromHandle(comm));
     return comm::commFinalize(c);

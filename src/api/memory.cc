@@ -68,6 +68,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   return TH_API_GUARD({
+    if (win == nullptr) return Status::ok();  // as NCCL, whatever the communicator
     comm::CollectiveEngine* e;
     TH_ASSIGN(e, readyEngine(comm));
     if (win == nullptr) return Status::ok();

@@ -1,4 +1,6 @@
 // Version, error strings, last error, debug reset.
+#include <cstring>
+
 #include "api/api_guard.h"
 #include "common/log.h"
 
@@ -7,7 +9,11 @@ namespace theseus::api {
 void reportFailure(const char* function, const Status& status) {
   // Strip the "p" of the profiling alias for readability.
   const char* name = (function[0] == 'p' && function[1] == 'n') ? function + 1 : function;
-  TH_WARN("%s: %s", name, status.message().c_str());
+  const std::string& msg = status.message();
+  if (msg.compare(0, strlen(name), name) == 0)  // already says where
+    TH_WARN("%s", msg.c_str());
+  else
+    TH_WARN("%s: %s", name, msg.c_str());
 }
 
 }  // namespace theseus::api
