@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# GPU check, run in one go on a machine with an NVIDIA GPU (see README):
+#   1. build with CUDA (build-gpu/), only the targets the check needs;
+#   2. the GPU tests (CTest label "gpu");
+#   3. the harness on GPU buffers (all_reduce_perf / all_gather_perf, 1 and 2 ranks, -c 1);
+#   4. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
+# Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-gpu}
+JOBS=${JOBS:-$(nproc)}
+LOG_DIR=${OUT:-$BUILD}
+mkdir -p "$LOG_DIR"
+declare -a SUMMARY
+
+phase() {  # name, timeout seconds, command...
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name"
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$LOG_DIR/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$LOG_DIR/$name.log"
+  SUMMARY+=("$(printf '%-14s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
+  return $rc
+}
+
+echo "=== environment"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4
+nvcc --version 2>/dev/null | tail -1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" 2>&1 | tail -1
+
+phase build 420 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DTHESEUS_SKIP_TEST_DIRS='mp/collectives|schedule_user|mp/user_schedules|bench' >/dev/null && \
+  cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
+    gpu_device_buffers_test"
+build_ok=$?
+
+if [[ $build_ok -eq 0 ]]; then
+  phase gpu-tests 180 bash -c "cd $BUILD && ctest -L gpu --output-on-failure"
+  phase harness-gpu 180 bash -c "
+    $BUILD/bin/theseus-run -np 1 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
+    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
+    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_gather_perf -b 8 -e 16M -f 8 -c 1 -n 5 &&
+    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/sendrecv_perf -b 8 -e 16M -f 8 -c 1 -n 5"
+  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    phase torch-smoke 180 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \
+      python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29517 scripts/torch_smoke.py
+  else
+    SUMMARY+=("torch-smoke    skipped: no PyTorch with CUDA")
+  fi
+fi
+
+echo "=== summary"
+printf '%s\n' "${SUMMARY[@]}"
+for line in "${SUMMARY[@]}"; do [[ $line == *"rc=0 "* || $line == *skipped* ]] || exit 1; done
