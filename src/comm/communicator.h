@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "attrs/attribute_store.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/config.h"
 #include "common/deadline.h"
@@ -45,6 +46,9 @@ class Communicator {
   bootstrap::Bootstrap* bootstrap() const { return bootstrap_.get(); }
   transport::TransportManager* transports() const { return transports_.get(); }
   CollectiveEngine* engine() const { return engine_.get(); }
+  // This rank's runtime attributes (src/attrs): probes, THESEUS_ATTRS_FILE and
+  // theseusSetAttribute write them; the epoch module ships snapshots to the leader.
+  attrs::AttributeStore& attributes() { return attributes_; }
 
   // ncclCommGetAsyncError: an atomic load, callable from any thread at any time.
   ncclResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
@@ -90,6 +94,7 @@ class Communicator {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<transport::TransportManager> transports_;
   std::unique_ptr<CollectiveEngine> engine_;
+  attrs::AttributeStore attributes_;
   LifecycleState* lifecycleState_ = nullptr;
 
   friend struct Reaper;

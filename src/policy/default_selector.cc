@@ -1,5 +1,7 @@
 #include "policy/default_selector.h"
 
+#include <algorithm>
+
 #include "common/knobs.h"
 #include "common/log.h"
 
@@ -74,10 +76,12 @@ std::string forcedSchedule(Collective c) {
   return any;
 }
 
-int sizeClass(size_t bytes) {
-  static const size_t small = static_cast<size_t>(kSmallBytes.get());
-  return bytes <= small ? 0 : 1;
+size_t smallMessageBytes() {
+  static const size_t small = static_cast<size_t>(std::max<int64_t>(kSmallBytes.get(), 0));
+  return small;
 }
+
+int sizeClass(size_t bytes) { return bytes <= smallMessageBytes() ? 0 : 1; }
 
 Choice defaultChoice(const RequestShape& req, const AlgoFilter& filter) {
   std::string forced = forcedSchedule(req.collective);

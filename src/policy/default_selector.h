@@ -20,6 +20,8 @@ bool scheduleSupports(const std::string& name, schedule::Collective c, int nrank
 
 // Size classes of the default choice: 0 = small (latency-bound), 1 = large.
 int sizeClass(size_t bytes);
+// The largest size of the small class (THESEUS_SMALL_MSG_BYTES).
+size_t smallMessageBytes();
 
 struct RequestShape {
   schedule::Collective collective;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <queue>
@@ -213,8 +214,11 @@ void Simulation::deliver(const Pending& m) {
     ready_.push({ls.freeAt, r, ls.last});
     return;
   }
-  const double size = sizeOf(r), busy = size / (link_.betaGBps * 1e3);
-  const double end = m.key + link_.alphaUs + busy;
+  const size_t at = static_cast<size_t>(rank_[s]) * static_cast<size_t>(p_.nranks) + static_cast<size_t>(rank_[r]);
+  const double beta = at < link_.linkGBps.size() && link_.linkGBps[at] > 0 ? link_.linkGBps[at] : link_.betaGBps;
+  const double alpha = at < link_.linkAlphaUs.size() && link_.linkAlphaUs[at] > 0 ? link_.linkAlphaUs[at] : link_.alphaUs;
+  const double size = sizeOf(r), busy = size / (beta * 1e3);
+  const double end = m.key + alpha + busy;
   ls.freeAt = m.key + busy;
   ls.last = {s, kSend};
   ls.bytes += static_cast<uint64_t>(size);
@@ -296,6 +300,14 @@ Result<CostEstimate> estimateCost(const Program& program, size_t bytes, const Li
   if (!(link.betaGBps > 0) || !(link.alphaUs >= 0) || !(link.localGBps >= 0))
     return invalidArgument("cost model: need alpha >= 0 us, beta > 0 GB/s and local bandwidth >= 0 GB/s "
                            "(got %g, %g, %g)", link.alphaUs, link.betaGBps, link.localGBps);
+  const size_t links = static_cast<size_t>(program.nranks) * static_cast<size_t>(program.nranks);
+  for (const auto* v : {&link.linkGBps, &link.linkAlphaUs}) {
+    if (!v->empty() && v->size() != links)
+      return invalidArgument("cost model: per-link values need nranks * nranks = %zu entries (got %zu)", links,
+                             v->size());
+    for (double x : *v)
+      if (!std::isfinite(x)) return invalidArgument("cost model: per-link values must be finite (got %g)", x);
+  }
   TH_CHECK(checkStructure(program));
   TH_ASSIGN(std::vector<RankPlan> plans, analyzeProgram(program));
   Simulation sim(program, plans, bytes, link);

@@ -2,7 +2,8 @@
 // tool and for policies that want to rank candidate schedules.
 //
 // Model. Every message costs alpha + size / beta on its directed link
-// (from, to); a link carries one message at a time (channels share it), in
+// (from, to) - the defaults, or that link's own values when LinkParams has
+// per-link ones; a link carries one message at a time (channels share it), in
 // the order messages become ready. Copies and local reductions cost
 // size / local_bandwidth (free when local_bandwidth is 0). Steps follow the
 // executor's rules (analysis.h): a step starts when the steps it waits for
@@ -36,6 +37,11 @@ struct LinkParams {
   double alphaUs = 5.0;     // per-message latency, microseconds
   double betaGBps = 10.0;   // link bandwidth, GB/s (1e9 bytes per second)
   double localGBps = 0.0;   // copy/reduce bandwidth, GB/s; 0 = free
+  // Optional per-link values for links that differ from the defaults above
+  // (measured attributes, a throttled link): nranks * nranks entries, row
+  // `from`, column `to`; an entry <= 0 keeps the default. Empty: none.
+  std::vector<double> linkGBps;
+  std::vector<double> linkAlphaUs;
 };
 
 struct LinkLoad {

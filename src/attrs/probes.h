@@ -1,0 +1,95 @@
+// Local probes: what one rank measures about its links, its peers and itself.
+//
+// The engine, the executor's telemetry and the transports call the record*()
+// functions while collectives run; each updates an exponentially weighted
+// moving average (EWMA) in a fixed per-peer slot with a few atomic operations:
+// no lock, no allocation, no string. publish() turns the slots that changed
+// since the last publish into named attributes in an AttributeStore; the
+// snapshot shipper calls it off the hot path (docs/attributes.md):
+//
+//   link.<me>.<peer>.gbps         achieved throughput of transfers me -> peer (GB/s)
+//   link.<me>.<peer>.latency_us   one-message latency me -> peer
+//   rank.<peer>.wait_us           how long this rank waited for peer's data per collective
+//   rank.<me>.coll_us             this rank's time per collective
+//
+// Throughput samples of fewer than kMinThroughputBytes are ignored: small
+// transfers measure latency, and counting them would make every link look slow.
+// Every EWMA starts at its first sample; after that each sample moves it by
+// `weight` (THESEUS_ATTRS_EWMA_WEIGHT) of the difference.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attrs/attribute_store.h"
+#include "transport/transport.h"
+
+namespace theseus::attrs {
+
+// An EWMA one writer or several may update concurrently (compare-and-swap).
+class Ewma {
+ public:
+  void add(double sample, double weight, uint64_t nowNs);
+  bool hasValue() const { return updates_.load(std::memory_order_acquire) > 0; }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+  uint64_t updates() const { return updates_.load(std::memory_order_acquire); }
+  uint64_t lastNs() const { return lastNs_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+  std::atomic<uint64_t> updates_{0};
+  std::atomic<uint64_t> lastNs_{0};
+};
+
+class ProbeSet {
+ public:
+  static constexpr uint64_t kMinThroughputBytes = 64 << 10;
+
+  // `weight` <= 0: THESEUS_ATTRS_EWMA_WEIGHT.
+  ProbeSet(int rank, int nranks, double weight = 0);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  double weight() const { return weight_; }
+
+  // Hot path. Out-of-range peers and the rank itself are ignored.
+  void recordTransfer(int peer, uint64_t bytes, uint64_t busyNs);
+  void recordLatency(int peer, double us);
+  void recordWait(int peer, uint64_t waitNs);
+  void recordCollective(uint64_t ns);
+
+  // Folds a peer's cumulative transport counters in (the difference to the
+  // previous call for that peer): bytes sent over sender busy time become a
+  // throughput sample, receive wait time a wait sample. Call it from one
+  // thread (the snapshot shipper), e.g. after each batch of collectives.
+  void observePeerStats(int peer, const transport::PeerStats& stats);
+
+  // Writes every probe that changed since the previous publish into `store`
+  // (source "probe", timestamp of the latest sample). Returns how many values
+  // it wrote. One publisher at a time.
+  size_t publish(AttributeStore& store);
+
+ private:
+  struct PeerSlot {
+    Ewma gbps, latencyUs, waitUs;
+  };
+  struct Published {
+    uint64_t gbps = 0, latencyUs = 0, waitUs = 0;
+  };
+  size_t publishOne(AttributeStore& store, const Ewma& e, uint64_t* seen, const std::string& name);
+
+  int rank_;
+  int nranks_;
+  double weight_;
+  std::unique_ptr<PeerSlot[]> peers_;
+  Ewma collUs_;
+  // Publisher-side state (one publisher at a time).
+  std::vector<Published> published_;
+  uint64_t publishedColl_ = 0;
+  std::vector<transport::PeerStats> lastStats_;
+};
+
+}  // namespace theseus::attrs

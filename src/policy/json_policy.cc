@@ -1,0 +1,199 @@
+// Evaluating JSON policies (the algorithm is described in json_policy.h).
+#include "policy/json_policy.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/log.h"
+#include "policy/decision_check.h"
+#include "policy/default_selector.h"
+#include "policy/ring_order.h"
+
+namespace theseus::policy {
+namespace {
+
+const schedule::Collective kCollectives[] = {
+    schedule::Collective::kBroadcast, schedule::Collective::kReduce,   schedule::Collective::kAllGather,
+    schedule::Collective::kReduceScatter, schedule::Collective::kAllReduce, schedule::Collective::kAlltoAll,
+    schedule::Collective::kScatter,   schedule::Collective::kGather};
+
+// Orders computed at most once per evaluation.
+struct OrderMemo {
+  std::optional<std::vector<int>> avoid[2];  // by bidirectional
+  std::optional<std::vector<int>> byHost;
+  std::optional<int> straggler;
+  std::optional<LinkCosts> costs;
+};
+
+bool isIdentity(const std::vector<int>& order) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string Rule::label() const {
+  return "rule " + std::to_string(index) + (name.empty() ? std::string() : " '" + name + "'");
+}
+
+std::string JsonPolicy::describe() const {
+  std::string out = "JSON policy '" + name_ + "' (" + where_ + ", " + std::to_string(rules_.size()) + " rules)";
+  if (!description_.empty()) out += ": " + description_;
+  return out;
+}
+
+void JsonPolicy::advanceHysteresis(const PolicyInput& in) {
+  ConditionContext ctx;
+  ctx.view = in.view;
+  ctx.nowNs = in.nowNs;
+  ctx.maxAgeNs = settings_.maxAgeNs;
+  ctx.nranks = in.nranks;
+  ctx.nnodes = in.nnodes();
+  for (Rule& r : rules_) {
+    if (!r.when) continue;
+    ctx.margin = r.margin;
+    ctx.lean = r.active ? 1 : 0;
+    const bool holds = r.when->eval(ctx) == true;
+    if (holds == r.active) {
+      r.streak = 0;
+      continue;
+    }
+    if (++r.streak < r.hold) continue;
+    r.active = holds;
+    r.streak = 0;
+    TH_INFO(log::kPolicy, "policy '%s': %s %s (%s)", name_.c_str(), r.label().c_str(),
+            holds ? "now applies" : "no longer applies", r.when->text().c_str());
+  }
+}
+
+Result<DecisionTable> JsonPolicy::decide(const PolicyInput& in) {
+  if (in.view == nullptr || in.nranks < 1) return invalidArgument("policy '%s': no view or no ranks", name_.c_str());
+  advanceHysteresis(in);
+  TH_ASSIGN(DecisionTable table, buildTable(in));
+  if (in.current != nullptr && in.currentAgeNs < settings_.minDwellNs && !table.sameDecisions(*in.current)) {
+    TH_INFO(log::kPolicy, "policy '%s': a new table is ready but the current one stays %.1f s more (min_dwell_ms)",
+            name_.c_str(), static_cast<double>(settings_.minDwellNs - in.currentAgeNs) / 1e9);
+    DecisionTable keep = *in.current;
+    return keep;
+  }
+  return table;
+}
+
+namespace {
+
+// The parameters a rule asks for, resolved for this evaluation; false when the
+// rule cannot apply at this rank count (a root outside it).
+bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettings& settings, OrderMemo& memo,
+                   schedule::ScheduleParams* out) {
+  const int n = in.nranks;
+  std::vector<int> order;
+  switch (use.order) {
+    case RuleUse::Order::kDefault:
+    case RuleUse::Order::kIdentity: break;
+    case RuleUse::Order::kExplicit: order = use.explicitOrder; break;
+    case RuleUse::Order::kByHost:
+      if (!memo.byHost) memo.byHost = byHostOrder(n, in.hostOf);
+      order = *memo.byHost;
+      break;
+    case RuleUse::Order::kAvoidSlowLinks: {
+      const int bidir = use.bidirectional.value_or(false) ? 1 : 0;
+      if (!memo.avoid[bidir]) {
+        OrderOptions o;
+        o.slowRatio = settings.slowRatio;
+        o.maxAgeNs = settings.maxAgeNs;
+        if (!memo.costs) memo.costs = linkCosts(in, o);
+        memo.avoid[bidir] = avoidSlowLinksOrder(*memo.costs, bidir != 0, settings.slowRatio);
+      }
+      order = *memo.avoid[bidir];
+      break;
+    }
+  }
+  int root = -1;
+  if (use.root == RuleUse::Root::kRank) {
+    if (use.rootRank >= n) return false;
+    root = use.rootRank;
+  } else if (use.root == RuleUse::Root::kStraggler) {
+    if (!memo.straggler) memo.straggler = slowestRank(in, settings.maxAgeNs);
+    root = *memo.straggler;
+  }
+  if (root >= 0) {
+    if (order.empty()) {
+      order.resize(n);
+      std::iota(order.begin(), order.end(), 0);
+    }
+    order = rootedOrder(order, root);
+  }
+  if (isIdentity(order)) order.clear();
+  out->order = std::move(order);
+  out->channels = use.channels ? use.channels : 1;
+  out->bidirectional = use.bidirectional.value_or(false);
+  out->pipelineChunks = use.pipeline;
+  return true;
+}
+
+}  // namespace
+
+Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in) {
+  const int n = in.nranks, nodes = in.nnodes();
+  const AlgoFilter& filter = AlgoFilter::fromEnv();
+  OrderMemo memo;
+  DecisionTable table;
+  for (schedule::Collective c : kCollectives) {
+    const uint32_t bit = 1u << static_cast<unsigned>(c);
+    std::vector<uint64_t> cuts = {0};
+    const uint64_t small = smallMessageBytes();
+    if (small < UINT64_MAX) cuts.push_back(small + 1);
+    for (const Rule& r : rules_) {
+      if (!(r.collectives & bit)) continue;
+      cuts.push_back(r.minBytes);
+      if (r.maxBytes < UINT64_MAX) cuts.push_back(r.maxBytes + 1);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<DecisionTable::Range> pieces;
+    for (size_t i = 0; i < cuts.size(); ++i) {
+      const uint64_t lo = cuts[i], hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : UINT64_MAX;
+      Decision d;
+      bool found = false;
+      for (const Rule& r : rules_) {
+        if (!(r.collectives & bit) || lo < r.minBytes || lo > r.maxBytes || n < r.minRanks || n > r.maxRanks ||
+            nodes < r.minNodes || nodes > r.maxNodes || (r.when && !r.active))
+          continue;
+        schedule::ScheduleParams params;
+        if (!resolveParams(r.use, in, settings_, memo, &params)) continue;
+        for (const std::string& name : r.use.schedules) {
+          if (name == "default") {
+            Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
+            d.schedule = choice.schedule;
+            d.params = choice.params;
+          } else {
+            if (!scheduleServes(name, c, n) || !filter.allows(c, name) || !paramsUsable(name, c, n, params)) continue;
+            d.schedule = name;
+            d.params = params;
+          }
+          d.sliceBytes = r.use.sliceBytes;
+          d.why = r.label();
+          found = true;
+          break;
+        }
+        if (found) break;
+      }
+      if (!found) {
+        Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
+        d.schedule = choice.schedule;
+        d.params = choice.params;
+        d.why = "static choice";
+      }
+      if (!pieces.empty() && pieces.back().decision == d && pieces.back().decision.why == d.why) {
+        pieces.back().maxBytes = hi;
+        continue;
+      }
+      pieces.push_back({lo, hi, std::move(d)});
+    }
+    for (auto& p : pieces) TH_CHECK(table.add(c, p.minBytes, p.maxBytes, std::move(p.decision)));
+  }
+  return table;
+}
+
+}  // namespace theseus::policy

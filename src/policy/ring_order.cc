@@ -1,0 +1,253 @@
+#include "policy/ring_order.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+namespace theseus::policy {
+namespace {
+
+constexpr double kHostEdge = 0.01;  // extra cost of a ring link between hosts (tie-breaker)
+constexpr double kMaxWeight = 1e12;
+
+// "12" -> 12 when it is a rank below n; -1 otherwise.
+int parseRank(std::string_view s, int n) {
+  if (s.empty() || s.size() > 9) return -1;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v < n ? v : -1;
+}
+
+// link.<a>.<b>.<what> -> (a, b); false for other shapes.
+bool parseLink(const std::string& name, int n, int* a, int* b) {
+  size_t d1 = name.find('.'), d2 = name.find('.', d1 + 1), d3 = name.find('.', d2 + 1);
+  if (d1 == std::string::npos || d2 == std::string::npos || d3 == std::string::npos) return false;
+  std::string_view v(name);
+  *a = parseRank(v.substr(d1 + 1, d2 - d1 - 1), n);
+  *b = parseRank(v.substr(d2 + 1, d3 - d2 - 1), n);
+  return *a >= 0 && *b >= 0 && *a != *b;
+}
+
+// The fixed patterns this file aggregates over.
+const attrs::Pattern& gbpsPattern() {
+  static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.gbps").take();
+  return p;
+}
+const attrs::Pattern& penaltyPattern() {
+  static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.penalty").take();
+  return p;
+}
+const attrs::Pattern& waitPattern() {
+  static const attrs::Pattern p = attrs::Pattern::compile("rank.*.wait_us").take();
+  return p;
+}
+
+double weight(double s, double slowRatio) {
+  if (!(s > 1.0 / slowRatio)) return 1.0;
+  return std::min(s * s * s * s, kMaxWeight);
+}
+
+// The cost of ring link a -> b.
+double edgeCost(const LinkCosts& c, int a, int b, bool bidirectional, double slowRatio) {
+  double w = weight(c.at(a, b), slowRatio);
+  if (bidirectional) w = std::max(w, weight(c.at(b, a), slowRatio));
+  return w + (c.hostOf[a] != c.hostOf[b] ? kHostEdge : 0.0);
+}
+
+// Exact minimum over all rings, by dynamic programming over the set of ranks
+// visited so far and the last one (Held-Karp), starting from base[0].
+std::vector<int> exactRing(const LinkCosts& c, const std::vector<int>& base, bool bidir, double ratio) {
+  const int n = c.nranks, m = n - 1, start = base[0];
+  std::vector<int> others(base.begin() + 1, base.end());
+  const size_t full = size_t(1) << m;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> dp(full * m, inf);
+  std::vector<int8_t> parent(full * m, -1);
+  for (int j = 0; j < m; ++j) dp[(size_t(1) << j) * m + j] = edgeCost(c, start, others[j], bidir, ratio);
+  for (size_t mask = 1; mask < full; ++mask) {
+    for (int j = 0; j < m; ++j) {
+      double cur = dp[mask * m + j];
+      if (!(mask >> j & 1) || cur == inf) continue;
+      for (int k = 0; k < m; ++k) {
+        if (mask >> k & 1) continue;
+        size_t next = (mask | (size_t(1) << k)) * m + k;
+        double v = cur + edgeCost(c, others[j], others[k], bidir, ratio);
+        if (v < dp[next]) {
+          dp[next] = v;
+          parent[next] = static_cast<int8_t>(j);
+        }
+      }
+    }
+  }
+  int last = 0;
+  double best = inf;
+  for (int j = 0; j < m; ++j) {
+    double v = dp[(full - 1) * m + j] + edgeCost(c, others[j], start, bidir, ratio);
+    if (v < best) {
+      best = v;
+      last = j;
+    }
+  }
+  std::vector<int> order(n);
+  order[0] = start;
+  size_t mask = full - 1;
+  for (int pos = n - 1; pos >= 1; --pos) {
+    order[pos] = others[last];
+    int prev = parent[mask * m + last];
+    mask &= ~(size_t(1) << last);
+    last = prev;
+  }
+  return order;
+}
+
+// Local search for large rings: swap a rank at either end of a slow link with
+// any other rank while that lowers the cost.
+std::vector<int> searchRing(const LinkCosts& c, std::vector<int> order, bool bidir, double ratio) {
+  const int n = c.nranks;
+  auto at = [&](int p) { return order[((p % n) + n) % n]; };
+  auto around = [&](int p, int q) {  // cost of the links touching positions p and q, each once
+    double sum = 0;
+    int ps[4] = {p - 1, p, q - 1, q};
+    for (int i = 0; i < 4; ++i) {
+      int x = ((ps[i] % n) + n) % n;
+      bool dup = false;
+      for (int j = 0; j < i; ++j) dup |= (((ps[j] % n) + n) % n) == x;
+      if (!dup) sum += edgeCost(c, at(x), at(x + 1), bidir, ratio);
+    }
+    return sum;
+  };
+  for (int pass = 0; pass < 4 * n; ++pass) {
+    bool improved = false;
+    for (int i = 0; i < n && !improved; ++i) {
+      if (weight(c.at(at(i), at(i + 1)), ratio) == 1.0 &&
+          (!bidir || weight(c.at(at(i + 1), at(i)), ratio) == 1.0))
+        continue;
+      for (int end : {i, i + 1}) {
+        int p = end % n;
+        for (int q = 0; q < n && !improved; ++q) {
+          if (q == p) continue;
+          double before = around(p, q);
+          std::swap(order[p], order[q]);
+          if (around(p, q) < before - 1e-9) improved = true;
+          else std::swap(order[p], order[q]);
+        }
+        if (improved) break;
+      }
+    }
+    if (!improved) break;
+  }
+  return order;
+}
+
+}  // namespace
+
+LinkCosts linkCosts(const PolicyInput& in, const OrderOptions& options) {
+  const int n = in.nranks;
+  LinkCosts c;
+  c.nranks = n;
+  c.slowness.assign(static_cast<size_t>(n) * n, 1.0);
+  c.hostOf = in.hostOf.size() == static_cast<size_t>(n) ? in.hostOf : std::vector<int>(n, 0);
+  const attrs::ClusterView& view = *in.view;
+  const uint64_t now = in.nowNs, age = options.maxAgeNs;
+  std::vector<double> penalty(static_cast<size_t>(n) * n, 1.0);
+  auto median = view.aggregate(gbpsPattern(), attrs::Aggregate::kMedian, now, age);
+  int a, b;
+  view.forEach(gbpsPattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
+    if (!parseLink(name, n, &a, &b)) return;
+    double& s = c.slowness[static_cast<size_t>(a) * n + b];
+    if (e.value <= 0) s = LinkCosts::kUnusable;
+    else if (median && *median > 0) s = std::max(1.0, *median / e.value);
+  });
+  view.forEach(penaltyPattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
+    if (parseLink(name, n, &a, &b) && e.value > 0) penalty[static_cast<size_t>(a) * n + b] = e.value;
+  });
+  // Host health applies to links between hosts only.
+  const int hosts = in.nnodes();
+  std::vector<double> hostFloor(hosts, 1.0);
+  for (int h = 0; h < hosts && h < static_cast<int>(in.hostNames.size()); ++h) {
+    const std::string prefix = "node." + in.hostNames[h];
+    auto healthy = view.value(prefix + ".healthy", now, age);
+    auto nics = attrs::Pattern::compile(prefix + ".nic.*.healthy");
+    std::optional<double> nic;
+    if (nics.isOk()) nic = view.aggregate(nics.value(), attrs::Aggregate::kMin, now, age);
+    if (nic && *nic == 0) hostFloor[h] = 2.0 / options.slowRatio;
+    if (healthy && *healthy == 0) hostFloor[h] = LinkCosts::kUnusable;
+  }
+  for (int x = 0; x < n; ++x) {
+    for (int y = 0; y < n; ++y) {
+      double& s = c.slowness[static_cast<size_t>(x) * n + y];
+      if (x == y) {
+        s = 1.0;
+        continue;
+      }
+      s *= penalty[static_cast<size_t>(x) * n + y];
+      int hx = c.hostOf[x], hy = c.hostOf[y];
+      if (hx != hy && hx >= 0 && hy >= 0 && hx < hosts && hy < hosts)
+        s = std::max({s, hostFloor[hx], hostFloor[hy]});
+      s = std::min(s, LinkCosts::kUnusable);
+    }
+  }
+  return c;
+}
+
+std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf) {
+  std::vector<int> order(nranks);
+  std::iota(order.begin(), order.end(), 0);
+  if (hostOf.size() == static_cast<size_t>(nranks))
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return hostOf[x] < hostOf[y]; });
+  return order;
+}
+
+double ringCost(const LinkCosts& costs, const std::vector<int>& order, bool bidirectional, double slowRatio) {
+  double sum = 0;
+  const size_t n = order.size();
+  for (size_t i = 0; i < n && n > 1; ++i) sum += edgeCost(costs, order[i], order[(i + 1) % n], bidirectional, slowRatio);
+  return sum;
+}
+
+std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio) {
+  const int n = costs.nranks;
+  std::vector<int> base = byHostOrder(n, costs.hostOf);
+  if (n <= 2) return base;
+  const double baseCost = ringCost(costs, base, bidirectional, slowRatio);
+  bool anySlow = false;
+  for (int i = 0; i < n && !anySlow; ++i) {
+    int x = base[i], y = base[(i + 1) % n];
+    anySlow = weight(costs.at(x, y), slowRatio) > 1.0 || (bidirectional && weight(costs.at(y, x), slowRatio) > 1.0);
+  }
+  if (!anySlow) return base;
+  std::vector<int> best = n <= kExactRanks ? exactRing(costs, base, bidirectional, slowRatio)
+                                           : searchRing(costs, base, bidirectional, slowRatio);
+  return ringCost(costs, best, bidirectional, slowRatio) < baseCost - 1e-9 ? best : base;
+}
+
+int slowestRank(const PolicyInput& in, uint64_t maxAgeNs) {
+  int best = -1;
+  double most = 0;
+  in.view->forEach(waitPattern(), in.nowNs, maxAgeNs, [&](const std::string& name, const attrs::ViewEntry& e) {
+    size_t d1 = name.find('.'), d2 = name.find('.', d1 + 1);
+    int r = parseRank(std::string_view(name).substr(d1 + 1, d2 - d1 - 1), in.nranks);
+    if (r >= 0 && e.value > most) {
+      most = e.value;
+      best = r;
+    }
+  });
+  return best;
+}
+
+std::vector<int> rootedOrder(const std::vector<int>& order, int root) {
+  std::vector<int> out;
+  const size_t n = order.size();
+  size_t at = 0;
+  while (at < n && order[at] != root) ++at;
+  if (at == n) return order;
+  for (size_t i = 0; i < n; ++i) out.push_back(order[(at + i) % n]);
+  return out;
+}
+
+}  // namespace theseus::policy
