@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reference_interpreter.h"
+#include "schedule/analysis.h"
 #include "schedule/builtins.h"
 #include "schedule/verifier.h"
 
@@ -65,6 +66,32 @@ std::vector<ScheduleParams> paramSets(const std::string& name, int n) {
   return out;
 }
 
+// The executor scales each rank's raw input exactly once when a reduction
+// first reads it (PreMulSum, avg), so in a reducing collective no step may
+// read a range that is partly raw input and partly partial results.
+std::string mixedRawRead(const Program& p) {
+  if (!isReducing(p.collective)) return "";
+  for (int r = 0; r < p.nranks; ++r) {
+    std::set<std::pair<int, uint32_t>> written;
+    for (size_t k = 0; k < p.ranks[r].steps.size(); ++k) {
+      const Step& s = p.ranks[r].steps[k];
+      if (opReadsSrc(s.op)) {
+        PhysRange at = physicalRange(p, r, s.src);
+        bool inputSpace = p.inPlace ? at.buf != Buf::kScratch : s.src.buf == Buf::kInput;
+        uint32_t raw = 0;
+        for (uint32_t c = 0; inputSpace && c < at.count; ++c)
+          raw += written.count({static_cast<int>(at.buf), at.first + c}) ? 0 : 1;
+        if (raw != 0 && raw != at.count) return "rank " + std::to_string(r) + " step " + std::to_string(k);
+      }
+      if (opWritesDst(s.op)) {
+        PhysRange at = physicalRange(p, r, s.dst);
+        for (uint32_t c = 0; c < at.count; ++c) written.insert({static_cast<int>(at.buf), at.first + c});
+      }
+    }
+  }
+  return "";
+}
+
 struct Counts {
   int programs = 0;
   int numeric = 0;
@@ -79,6 +106,7 @@ void checkOne(const std::string& name, GenerateRequest req, Counts* counts) {
                      req.params.toString() + "' hosts=" + std::to_string(req.hostOf.size());
   Status st = verifyProgram(p);
   ASSERT_TRUE(st.isOk()) << what << ": " << st.message();
+  ASSERT_EQ(mixedRawRead(p), "") << what << ": reads raw input mixed with partial results";
   ++counts->programs;
 
   // Small step counts: O(n) per channel (plus pipeline chunks for chains/trees).
