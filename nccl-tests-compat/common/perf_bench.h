@@ -11,5 +11,7 @@
 namespace theseus::perf {
 
 Status runBenchmarks(ThreadCtx& t);
+// True for (type, op) pairs that `-o all` leaves out (fp8 avg and mulsum).
+bool skippedByAll(const Options& o, ncclDataType_t type, OpKind op);
 
 }  // namespace theseus::perf

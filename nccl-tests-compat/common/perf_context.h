@@ -60,6 +60,7 @@ struct RunContext {
   size_t bufferBytes = 0;    // each of send and recv, unalign included
   size_t scratchBytes = 0;
   ncclUniqueId id{};
+  std::vector<ncclDataType_t> types;   // -d, minus what the GPUs cannot do (fp8 before sm_90)
   std::vector<RankSlot> slots;   // slot index = thread * nGpus + gpu
   ThreadTeam team;
   std::unique_ptr<Watchdog> watchdog;

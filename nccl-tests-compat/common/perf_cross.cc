@@ -75,10 +75,10 @@ class NcclCrossRank final : public CrossRank {
                  std::vector<double>* out) override {
     const size_t n = perSlot.at(0).size();
     for (size_t i = 0; i < t.slots.size(); ++i)
-      PERF_CHECK(t.slots[i]->scratch.upload(0, perSlot[i].data(), n * sizeof(double)));
+      PERF_CHECK(t.slots[i]->scratch.upload(0, perSlot[i].data(), n * sizeof(double), t.slots[i]->stream));
     PERF_CHECK(allreduce(t, n, ncclFloat64, ncclOpOf(op), "a bookkeeping all-reduce"));
     out->assign(n, 0.0);
-    return t.slots[0]->scratch.download(0, out->data(), n * sizeof(double));
+    return t.slots[0]->scratch.download(0, out->data(), n * sizeof(double), t.slots[0]->stream);
   }
 
   Status barrier(ThreadCtx& t) override {
@@ -92,11 +92,11 @@ class NcclCrossRank final : public CrossRank {
     for (size_t i = 0; i < t.slots.size(); ++i) {
       std::string buf(total, '\0');
       memcpy(&buf[t.slots[i]->rank * width], perSlot[i].data(), std::min(width, perSlot[i].size()));
-      PERF_CHECK(t.slots[i]->scratch.upload(0, buf.data(), total));
+      PERF_CHECK(t.slots[i]->scratch.upload(0, buf.data(), total, t.slots[i]->stream));
     }
     PERF_CHECK(allreduce(t, total, ncclUint8, ncclSum, "the device-list gather"));
     all->assign(total, '\0');
-    return t.slots[0]->scratch.download(0, all->data(), total);
+    return t.slots[0]->scratch.download(0, all->data(), total, t.slots[0]->stream);
   }
 
  private:

@@ -65,12 +65,14 @@ Status streamQuery(cudaStream_t stream, bool* done) {
 Status deviceAlloc(void** ptr, size_t bytes) { return cudaCheck(cudaMalloc(ptr, bytes), "cudaMalloc"); }
 Status deviceFree(void* ptr) { return cudaCheck(cudaFree(ptr), "cudaFree"); }
 
-Status copyToDevice(void* dst, const void* src, size_t bytes) {
-  return cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(HtoD)");
+Status copyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  PERF_CHECK(cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(HtoD)"));
+  return cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
-Status copyToHost(void* dst, const void* src, size_t bytes) {
-  return cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(DtoH)");
+Status copyToHost(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  PERF_CHECK(cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(DtoH)"));
+  return cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
 }  // namespace theseus::perf::cuda

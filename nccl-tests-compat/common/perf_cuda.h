@@ -28,7 +28,10 @@ Status streamQuery(cudaStream_t stream, bool* done);
 
 Status deviceAlloc(void** ptr, size_t bytes);
 Status deviceFree(void* ptr);
-Status copyToDevice(void* dst, const void* src, size_t bytes);
-Status copyToHost(void* dst, const void* src, size_t bytes);
+// Copies ordered on `stream` (the rank's stream, or NULL) and complete on
+// return: a plain cudaMemcpy from pageable memory may return before its DMA
+// lands and does not order against non-blocking streams.
+Status copyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+Status copyToHost(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 }  // namespace theseus::perf::cuda

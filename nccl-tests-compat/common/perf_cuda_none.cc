@@ -21,7 +21,7 @@ Status streamQuery(cudaStream_t, bool* done) {
 }
 Status deviceAlloc(void**, size_t) { return noCuda("cudaMalloc"); }
 Status deviceFree(void*) { return noCuda("cudaFree"); }
-Status copyToDevice(void*, const void*, size_t) { return noCuda("cudaMemcpy"); }
-Status copyToHost(void*, const void*, size_t) { return noCuda("cudaMemcpy"); }
+Status copyToDevice(void*, const void*, size_t, cudaStream_t) { return noCuda("cudaMemcpy"); }
+Status copyToHost(void*, const void*, size_t, cudaStream_t) { return noCuda("cudaMemcpy"); }
 
 }  // namespace theseus::perf::cuda

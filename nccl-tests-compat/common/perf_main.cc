@@ -37,6 +37,7 @@ class Runner {
 
  private:
   Status setup();
+  Status dropUnsupportedTypes();
   void printPreamble();
   Status initComms(const std::vector<RankSlot*>& slots);
   Status allocate(ThreadCtx& t);
@@ -72,9 +73,11 @@ Status Runner::setup() {
     bool gpuVisible = cuda::deviceCount() > 0;
     run_.bufferKind = (o().useMalloc || gpuVisible) ? BufferKind::kHostMalloc : BufferKind::kHostNccl;
   }
+  run_.types = o().types;
+  if (run_.cudaMode) PERF_CHECK(dropUnsupportedTypes());
   // Buffers hold the largest send or receive region of any datatype at maxBytes.
   size_t maxEs = 1;
-  for (ncclDataType_t t : o().types) {
+  for (ncclDataType_t t : run_.types) {
     size_t es = typeInfo(t).size;
     CollCounts k = run_.test.counts(o().maxBytes / es, es, run_.nranks);
     run_.bufferBytes = std::max(run_.bufferBytes, std::max(k.sendCount, k.recvCount) * es);
@@ -98,6 +101,24 @@ Status Runner::setup() {
     s.thread = i / o().nGpus;
     if (run_.cudaMode) s.device = (w.localProc() * run_.ranksPerProc + i) % ndev;
   }
+  return Status::ok();
+}
+
+// NCCL reduces fp8 only on compute capability >= 9.0 (nccl-tests skips them too).
+Status Runner::dropUnsupportedTypes() {
+  const int ndev = cuda::deviceCount();
+  int minCc = 1000;
+  for (int i = 0; i < run_.ranksPerProc; ++i)
+    minCc = std::min(minCc, cuda::computeCapability((run_.world.localProc() * run_.ranksPerProc + i) % ndev));
+  if (minCc >= 90) return Status::ok();
+  std::vector<ncclDataType_t> kept;
+  for (ncclDataType_t t : run_.types)
+    if (t != ncclFloat8e4m3 && t != ncclFloat8e5m2) kept.push_back(t);
+  if (kept.size() != run_.types.size()) {
+    if (kept.empty()) return usageError("fp8 datatypes need GPUs of compute capability 9.0 or newer");
+    if (printerProc()) printf("# f8e4m3/f8e5m2 skipped: compute capability %d.%d < 9.0\n", minCc / 10, minCc % 10);
+  }
+  run_.types = kept;
   return Status::ok();
 }
 

@@ -78,20 +78,20 @@ Status Buffer::release() {
   return Status::ok();
 }
 
-Status Buffer::upload(size_t offset, const void* src, size_t bytes) {
+Status Buffer::upload(size_t offset, const void* src, size_t bytes, cudaStream_t stream) {
   if (offset + bytes > bytes_)
     return errorf(kExitError, "upload of %zu bytes at %zu overflows a %zu-byte buffer", bytes, offset, bytes_);
   if (bytes == 0) return Status::ok();
-  if (onDevice()) return cuda::copyToDevice(data() + offset, src, bytes);
+  if (onDevice()) return cuda::copyToDevice(data() + offset, src, bytes, stream);
   memcpy(data() + offset, src, bytes);
   return Status::ok();
 }
 
-Status Buffer::download(size_t offset, void* dst, size_t bytes) const {
+Status Buffer::download(size_t offset, void* dst, size_t bytes, cudaStream_t stream) const {
   if (offset + bytes > bytes_)
     return errorf(kExitError, "download of %zu bytes at %zu overflows a %zu-byte buffer", bytes, offset, bytes_);
   if (bytes == 0) return Status::ok();
-  if (onDevice()) return cuda::copyToHost(dst, data() + offset, bytes);
+  if (onDevice()) return cuda::copyToHost(dst, data() + offset, bytes, stream);
   memcpy(dst, data() + offset, bytes);
   return Status::ok();
 }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nccl.h"
 #include "perf_status.h"
 
 namespace theseus::perf {
@@ -37,8 +38,9 @@ class Buffer {
   size_t size() const { return bytes_; }
   bool onDevice() const { return isDeviceKind(kind_); }
 
-  Status upload(size_t offset, const void* src, size_t bytes);
-  Status download(size_t offset, void* dst, size_t bytes) const;
+  // Device buffers copy in `stream`'s order and are complete on return.
+  Status upload(size_t offset, const void* src, size_t bytes, cudaStream_t stream);
+  Status download(size_t offset, void* dst, size_t bytes, cudaStream_t stream) const;
 
  private:
   BufferKind kind_ = BufferKind::kHostMalloc;

@@ -55,7 +55,7 @@ Status parseOps(const std::string& text, std::vector<OpKind>* out) {
     *out = allOps();
     return Status::ok();
   }
-  std::vector<OpKind> ops;
+  std::vector<OpKind> ops;  // (opsAll is set by the caller)
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -94,7 +94,11 @@ const std::vector<Flag>& flags() {
       {'p', "parallel_init", true,
        [](auto& f, auto& v, Options* o) { return intInto(f, v, 0, 1, &o->parallelInit); }},
       {'c', "check", true, [](auto& f, auto& v, Options* o) { return intInto(f, v, 0, INT_MAX, &o->check); }},
-      {'o', "op", true, [](auto&, auto& v, Options* o) { return parseOps(v, &o->ops); }},
+      {'o', "op", true,
+       [](auto&, auto& v, Options* o) {
+         o->opsAll = v == "all";
+         return parseOps(v, &o->ops);
+       }},
       {'d', "datatype", true, [](auto&, auto& v, Options* o) { return parseTypes(v, &o->types); }},
       {'r', "root", true,
        [](auto& f, auto& v, Options* o) {
@@ -253,7 +257,8 @@ std::string usageText(const char* program) {
       "  -N,--run_cycles <n>       repeat the whole sweep n times, 0 = forever (1)\n"
       "  -p,--parallel_init <0/1>  each thread initialises its own ranks (0: the main thread, one group)\n"
       "  -c,--check <n>            data-checking iterations, 0 = off (1)\n"
-      "  -o,--op <op>              sum/prod/max/min/avg/mulsum/all, comma lists allowed (sum)\n"
+      "  -o,--op <op>              sum/prod/max/min/avg/mulsum/all, comma lists allowed; all leaves out\n"
+      "                            fp8 avg and mulsum, which NCCL does not have (sum)\n"
       "  -d,--datatype <type>      int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/\n"
       "                            f8e4m3/f8e5m2/all, comma lists allowed (float)\n"
       "  -r,--root <n|all>         root of rooted collectives; all (or -1) = every rank in turn (0)\n"

@@ -31,6 +31,7 @@ struct Options {
   bool parallelInit = false;    // -p
   int check = 1;                // -c
   std::vector<OpKind> ops{OpKind::kSum};            // -o
+  bool opsAll = false;                              // -o all (skips what NCCL has no kernel for)
   std::vector<ncclDataType_t> types{ncclFloat32};   // -d
   int root = 0;                 // -r (-1 or "all": every root in turn)
   int blocking = 0;             // -z (0..3)

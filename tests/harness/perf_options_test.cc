@@ -79,6 +79,7 @@ TEST(PerfOptions, LongFormsInlineValuesAndOurFlags) {
   EXPECT_EQ(o.maxBytes, 1u << 30);
   EXPECT_EQ(o.stepFactor, 4u);
   EXPECT_EQ(o.ops.size(), 6u);
+  EXPECT_TRUE(o.opsAll);
   EXPECT_EQ(o.types.size(), 12u);
   EXPECT_EQ(o.root, -1);
   EXPECT_EQ(o.check, 0);
