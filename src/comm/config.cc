@@ -26,19 +26,19 @@ constexpr int kUndef = NCCL_CONFIG_UNDEF_INT;
 constexpr int kMaxCgaClusterSize = 8;
 constexpr int kMaxChannels = 64;
 
-const IntKnob kEnvBlocking("NCCL_COMM_BLOCKING", kUndef, "Overrides ncclConfig_t.blocking (0: non-blocking)");
-const IntKnob kEnvCga("NCCL_CGA_CLUSTER_SIZE", kUndef, "Overrides ncclConfig_t.cgaClusterSize (0..8)");
-const IntKnob kEnvMinCtas("NCCL_MIN_CTAS", kUndef, "Overrides ncclConfig_t.minCTAs");
-const IntKnob kEnvMaxCtas("NCCL_MAX_CTAS", kUndef, "Overrides ncclConfig_t.maxCTAs");
+const StringKnob kEnvBlocking("NCCL_COMM_BLOCKING", nullptr, "Overrides ncclConfig_t.blocking (0: non-blocking)");
+const StringKnob kEnvCga("NCCL_CGA_CLUSTER_SIZE", nullptr, "Overrides ncclConfig_t.cgaClusterSize (0..8)");
+const StringKnob kEnvMinCtas("NCCL_MIN_CTAS", nullptr, "Overrides ncclConfig_t.minCTAs");
+const StringKnob kEnvMaxCtas("NCCL_MAX_CTAS", nullptr, "Overrides ncclConfig_t.maxCTAs");
 const StringKnob kEnvNet("NCCL_NET", nullptr, "Overrides ncclConfig_t.netName (network plugin by name)");
-const IntKnob kEnvSplitShare("NCCL_COMM_SPLIT_SHARE_RESOURCES", kUndef, "Overrides ncclConfig_t.splitShare (0/1)");
-const IntKnob kEnvCollnet("NCCL_COLLNET_ENABLE", kUndef, "Overrides ncclConfig_t.collnetEnable (0/1)");
-const IntKnob kEnvCtaPolicy("NCCL_CTA_POLICY", kUndef, "Overrides ncclConfig_t.CTAPolicy (0..2)");
-const IntKnob kEnvShrinkShare("NCCL_COMM_SHRINK_SHARE_RESOURCES", kUndef, "Overrides ncclConfig_t.shrinkShare (0/1)");
-const IntKnob kEnvNvlsCtas("NCCL_NVLS_NCHANNELS", kUndef, "Overrides ncclConfig_t.nvlsCTAs");
-const IntKnob kEnvPerNetPeer("NCCL_NCHANNELS_PER_NET_PEER", kUndef,
+const StringKnob kEnvSplitShare("NCCL_COMM_SPLIT_SHARE_RESOURCES", nullptr, "Overrides ncclConfig_t.splitShare (0/1)");
+const StringKnob kEnvCollnet("NCCL_COLLNET_ENABLE", nullptr, "Overrides ncclConfig_t.collnetEnable (0/1)");
+const StringKnob kEnvCtaPolicy("NCCL_CTA_POLICY", nullptr, "Overrides ncclConfig_t.CTAPolicy (0..2)");
+const StringKnob kEnvShrinkShare("NCCL_COMM_SHRINK_SHARE_RESOURCES", nullptr, "Overrides ncclConfig_t.shrinkShare (0/1)");
+const StringKnob kEnvNvlsCtas("NCCL_NVLS_NCHANNELS", nullptr, "Overrides ncclConfig_t.nvlsCTAs");
+const StringKnob kEnvPerNetPeer("NCCL_NCHANNELS_PER_NET_PEER", nullptr,
                              "Overrides ncclConfig_t.nChannelsPerNetPeer (1..64)");
-const IntKnob kEnvNvlinkSched("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", kUndef,
+const StringKnob kEnvNvlinkSched("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", nullptr,
                               "Overrides ncclConfig_t.nvlinkCentricSched (0/1)");
 
 constexpr unsigned version(int major, int minor, int patch) { return major * 10000 + minor * 100 + patch; }
@@ -88,17 +88,22 @@ Status readCallerStruct(const ncclConfig_t* user, ncclConfig_t* c) {
 struct Picked {
   int value;
   const char* source;  // for messages: "config.blocking" or "NCCL_COMM_BLOCKING"
+  Status error;        // the environment value is not an integer
 };
-Picked pick(int userValue, const char* field, const IntKnob& env, int fallback) {
+Picked pick(int userValue, const char* field, const StringKnob& env, int fallback) {
   if (env.isSet()) {
-    int64_t v = env.get();
-    if (v != kUndef) return {static_cast<int>(std::clamp<int64_t>(v, INT_MIN + 1, INT_MAX)), env.name()};
+    std::string text = env.get();
+    auto v = parseIntWithSuffix(text.c_str());
+    if (!v || *v < INT_MIN + 1 || *v > INT_MAX)
+      return {0, env.name(), invalidArgument("%s='%s' is not a valid integer", env.name(), text.c_str())};
+    return {static_cast<int>(*v), env.name(), Status()};
   }
-  if (userValue != kUndef) return {userValue, field};
-  return {fallback, field};
+  if (userValue != kUndef) return {userValue, field, Status()};
+  return {fallback, field, Status()};
 }
 
 Status expectBool(const Picked& p, bool* out) {
+  TH_CHECK(p.error);
   if (p.value != 0 && p.value != 1) return invalidArgument("%s=%d is invalid (must be 0 or 1)", p.source, p.value);
   *out = p.value == 1;
   return Status::ok();
@@ -106,6 +111,7 @@ Status expectBool(const Picked& p, bool* out) {
 
 Status resolveCtas(const ncclConfig_t& c, CommConfig* out) {
   Picked cga = pick(c.cgaClusterSize, "config.cgaClusterSize", kEnvCga, out->cgaClusterSize);
+  TH_CHECK(cga.error);
   if (cga.value < 0) return invalidArgument("%s=%d is invalid (must be >= 0)", cga.source, cga.value);
   if (cga.value > kMaxCgaClusterSize) {
     TH_INFO(log::kInit | log::kEnv, "%s=%d is larger than %d; using %d", cga.source, cga.value, kMaxCgaClusterSize,
@@ -115,6 +121,8 @@ Status resolveCtas(const ncclConfig_t& c, CommConfig* out) {
   out->cgaClusterSize = cga.value;
   Picked minC = pick(c.minCTAs, "config.minCTAs", kEnvMinCtas, out->minCTAs);
   Picked maxC = pick(c.maxCTAs, "config.maxCTAs", kEnvMaxCtas, out->maxCTAs);
+  TH_CHECK(minC.error);
+  TH_CHECK(maxC.error);
   if (minC.value <= 0) return invalidArgument("%s=%d is invalid (must be > 0)", minC.source, minC.value);
   if (maxC.value <= 0) return invalidArgument("%s=%d is invalid (must be > 0)", maxC.source, maxC.value);
   if (minC.value > maxC.value)
@@ -122,14 +130,17 @@ Status resolveCtas(const ncclConfig_t& c, CommConfig* out) {
   out->minCTAs = minC.value;
   out->maxCTAs = maxC.value;
   Picked policy = pick(c.CTAPolicy, "config.CTAPolicy", kEnvCtaPolicy, out->ctaPolicy);
+  TH_CHECK(policy.error);
   if (policy.value < NCCL_CTA_POLICY_DEFAULT || policy.value > NCCL_CTA_POLICY_ZERO)
     return invalidArgument("%s=%d is invalid (must be 0, 1 or 2)", policy.source, policy.value);
   out->ctaPolicy = policy.value;
   Picked nvls = pick(c.nvlsCTAs, "config.nvlsCTAs", kEnvNvlsCtas, out->nvlsCTAs);
+  TH_CHECK(nvls.error);
   if (nvls.value != kUndef && nvls.value <= 0)
     return invalidArgument("%s=%d is invalid (must be > 0)", nvls.source, nvls.value);
   out->nvlsCTAs = nvls.value;
   Picked perPeer = pick(c.nChannelsPerNetPeer, "config.nChannelsPerNetPeer", kEnvPerNetPeer, out->nChannelsPerNetPeer);
+  TH_CHECK(perPeer.error);
   if (perPeer.value != kUndef && (perPeer.value <= 0 || perPeer.value > kMaxChannels))
     return invalidArgument("%s=%d is invalid (must be in 1..%d)", perPeer.source, perPeer.value, kMaxChannels);
   out->nChannelsPerNetPeer = perPeer.value;

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 namespace theseus::comm {
 namespace {
 
@@ -11,10 +13,16 @@ using CuCtxGetCurrentFn = int (*)(void**);
 using CuCtxGetDeviceFn = int (*)(int*);
 using CuDeviceGetCountFn = int (*)(int*);
 
-// The already-loaded driver, or NULL. RTLD_NOLOAD: never load it ourselves.
+// The already-loaded driver, or NULL. RTLD_NOLOAD: never load it ourselves. A miss is
+// not cached: the application may start using CUDA after our first look.
 void* loadedDriver() {
-  static void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return handle;
+  static std::atomic<void*> handle{nullptr};
+  void* h = handle.load(std::memory_order_acquire);
+  if (h == nullptr) {
+    h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h != nullptr) handle.store(h, std::memory_order_release);
+  }
+  return h;
 }
 
 }  // namespace

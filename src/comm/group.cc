@@ -214,10 +214,20 @@ Status groupSimulateEnd(ncclSimInfo_t* info) {
 
 Status enqueueOp(Communicator* comm, const OpDesc& op) {
   if (tGroup.depth == 0) {
-    std::vector<CommOps> work(1);
+    // An implicit group of one: reuse this thread's batch so a plain collective allocates nothing.
+    thread_local std::vector<CommOps> single(1);
+    thread_local bool busy = false;
+    std::vector<CommOps> own;
+    std::vector<CommOps>& work = busy ? own : single;  // re-entered from executeOps: use a fresh one
+    work.resize(1);
     work[0].comm = comm;
+    work[0].ops.clear();
     work[0].ops.push_back(op);
-    return runOpsNow(work);
+    const bool wasBusy = busy;
+    busy = true;
+    Status s = runOpsNow(work);
+    busy = wasBusy;
+    return s;
   }
   auto it = std::find_if(tGroup.ops.begin(), tGroup.ops.end(), [&](const CommOps& c) { return c.comm == comm; });
   if (it == tGroup.ops.end()) {

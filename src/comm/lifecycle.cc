@@ -95,6 +95,8 @@ Status checkInitArgs(ncclComm_t* newcomm, int nranks, const ncclUniqueId* ids, i
   for (int i = 0; i < nIds; ++i) {
     auto id = bootstrap::decodeRootId(ids[i]);
     if (!id.isOk()) return id.status().withContext(nIds > 1 ? "unique id " + std::to_string(i) : "commId");
+    if (nIds > 1 && id.value().fromEnv())
+      return invalidUsage("unique id %d comes from NCCL_COMM_ID, which allows a single root (nId is %d)", i, nIds);
   }
   return Status::ok();
 }

@@ -33,6 +33,14 @@ TEST(ApiArgs, InitRejectsBadArguments) {
   EXPECT_EQ(ncclCommInitRankScalable(&comm, 2, 0, 3, ids, nullptr), ncclInvalidArgument);
   EXPECT_NE(lastError().find("nId 3 is out of range [1, 2]"), std::string::npos) << lastError();
   EXPECT_EQ(ncclCommInitRankScalable(&comm, 2, 0, 1, nullptr, nullptr), ncclInvalidArgument);
+  {
+    ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:" + std::to_string(freeLoopbackPort()));
+    ncclUniqueId envIds[2];
+    ASSERT_EQ(ncclGetUniqueId(&envIds[0]), ncclSuccess);
+    envIds[1] = envIds[0];
+    EXPECT_EQ(ncclCommInitRankScalable(&comm, 2, 0, 2, envIds, nullptr), ncclInvalidUsage);
+    EXPECT_NE(lastError().find("allows a single root"), std::string::npos) << lastError();
+  }
   // After all that the id still works.
   ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
@@ -45,7 +53,7 @@ TEST(ApiArgs, QueriesRejectNullAndDeadHandles) {
   EXPECT_EQ(ncclCommUserRank(nullptr, &v), ncclInvalidArgument);
   EXPECT_EQ(ncclCommCuDevice(nullptr, &v), ncclInvalidArgument);
   EXPECT_EQ(ncclCommGetAsyncError(nullptr, &r), ncclInvalidArgument);
-  EXPECT_EQ(ncclCommFinalize(nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommFinalize(nullptr), ncclSuccess);  // as NCCL
   EXPECT_EQ(ncclCommRevoke(nullptr, 0), ncclInvalidArgument);
   ncclComm_t child;
   EXPECT_EQ(ncclCommSplit(nullptr, 0, 0, &child, nullptr), ncclInvalidArgument);

@@ -242,6 +242,13 @@ TEST(Config, EnvironmentWinsAndIsValidated) {
     EXPECT_NE(s.message().find("NCCL_COMM_BLOCKING=2"), std::string::npos) << s.message();
   }
   {
+    ScopedEnv b("NCCL_MIN_CTAS", "lots");
+    CommConfig out;
+    Status s = parseConfig(nullptr, nullptr, &out);
+    EXPECT_EQ(s.code(), ncclInvalidArgument);
+    EXPECT_NE(s.message().find("NCCL_MIN_CTAS='lots' is not a valid integer"), std::string::npos) << s.message();
+  }
+  {
     ScopedEnv p("NCCL_CTA_POLICY", "2");
     auto r = parse(nullptr);
     ASSERT_TRUE(r.isOk());
