@@ -26,20 +26,20 @@ constexpr int kUndef = NCCL_CONFIG_UNDEF_INT;
 constexpr int kMaxCgaClusterSize = 8;
 constexpr int kMaxChannels = 64;
 
-const StringKnob kEnvBlocking("NCCL_COMM_BLOCKING", nullptr, "Overrides ncclConfig_t.blocking (0: non-blocking)");
-const StringKnob kEnvCga("NCCL_CGA_CLUSTER_SIZE", nullptr, "Overrides ncclConfig_t.cgaClusterSize (0..8)");
-const StringKnob kEnvMinCtas("NCCL_MIN_CTAS", nullptr, "Overrides ncclConfig_t.minCTAs");
-const StringKnob kEnvMaxCtas("NCCL_MAX_CTAS", nullptr, "Overrides ncclConfig_t.maxCTAs");
+const StringKnob kEnvBlocking("NCCL_COMM_BLOCKING", nullptr, "Integer; overrides ncclConfig_t.blocking (0: non-blocking)");
+const StringKnob kEnvCga("NCCL_CGA_CLUSTER_SIZE", nullptr, "Integer; overrides ncclConfig_t.cgaClusterSize (0..8)");
+const StringKnob kEnvMinCtas("NCCL_MIN_CTAS", nullptr, "Integer; overrides ncclConfig_t.minCTAs");
+const StringKnob kEnvMaxCtas("NCCL_MAX_CTAS", nullptr, "Integer; overrides ncclConfig_t.maxCTAs");
 const StringKnob kEnvNet("NCCL_NET", nullptr, "Overrides ncclConfig_t.netName (network plugin by name)");
-const StringKnob kEnvSplitShare("NCCL_COMM_SPLIT_SHARE_RESOURCES", nullptr, "Overrides ncclConfig_t.splitShare (0/1)");
-const StringKnob kEnvCollnet("NCCL_COLLNET_ENABLE", nullptr, "Overrides ncclConfig_t.collnetEnable (0/1)");
-const StringKnob kEnvCtaPolicy("NCCL_CTA_POLICY", nullptr, "Overrides ncclConfig_t.CTAPolicy (0..2)");
-const StringKnob kEnvShrinkShare("NCCL_COMM_SHRINK_SHARE_RESOURCES", nullptr, "Overrides ncclConfig_t.shrinkShare (0/1)");
-const StringKnob kEnvNvlsCtas("NCCL_NVLS_NCHANNELS", nullptr, "Overrides ncclConfig_t.nvlsCTAs");
+const StringKnob kEnvSplitShare("NCCL_COMM_SPLIT_SHARE_RESOURCES", nullptr, "Integer; overrides ncclConfig_t.splitShare (0/1)");
+const StringKnob kEnvCollnet("NCCL_COLLNET_ENABLE", nullptr, "Integer; overrides ncclConfig_t.collnetEnable (0/1)");
+const StringKnob kEnvCtaPolicy("NCCL_CTA_POLICY", nullptr, "Integer; overrides ncclConfig_t.CTAPolicy (0..2)");
+const StringKnob kEnvShrinkShare("NCCL_COMM_SHRINK_SHARE_RESOURCES", nullptr, "Integer; overrides ncclConfig_t.shrinkShare (0/1)");
+const StringKnob kEnvNvlsCtas("NCCL_NVLS_NCHANNELS", nullptr, "Integer; overrides ncclConfig_t.nvlsCTAs");
 const StringKnob kEnvPerNetPeer("NCCL_NCHANNELS_PER_NET_PEER", nullptr,
-                             "Overrides ncclConfig_t.nChannelsPerNetPeer (1..64)");
+                             "Integer; overrides ncclConfig_t.nChannelsPerNetPeer (1..64)");
 const StringKnob kEnvNvlinkSched("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", nullptr,
-                              "Overrides ncclConfig_t.nvlinkCentricSched (0/1)");
+                              "Integer; overrides ncclConfig_t.nvlinkCentricSched (0/1)");
 
 constexpr unsigned version(int major, int minor, int patch) { return major * 10000 + minor * 100 + patch; }
 
