@@ -43,14 +43,14 @@ build_ok=$?
 fi
 
 if [[ $build_ok -eq 0 ]]; then
-  phase gpu-tests 180 "$BUILD/bin/gpu_device_buffers_test"
-  phase harness-gpu 180 bash -c "
+  phase gpu-tests 100 "$BUILD/bin/gpu_device_buffers_test"
+  phase harness-gpu 100 bash -c "
     $BUILD/bin/theseus-run -np 1 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
     $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
     $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_gather_perf -b 8 -e 16M -f 8 -c 1 -n 5 &&
     $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/sendrecv_perf -b 8 -e 16M -f 8 -c 1 -n 5"
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    phase torch-smoke 180 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \
+    phase torch-smoke 120 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \
       python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29517 scripts/torch_smoke.py
   else
     SUMMARY+=("torch-smoke    skipped: no PyTorch with CUDA")
