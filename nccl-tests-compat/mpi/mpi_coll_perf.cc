@@ -235,105 +235,127 @@ Status checkSupported(Options& o, const std::string& coll) {
   return Status::ok();
 }
 
-int realMain(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Ctx c;
-  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &c.nranks);
+// Parses "<collective> [flags]" and sizes the buffers.
+Status setup(int argc, char** argv, Options* o, Ctx* c) {
   std::string coll = argc > 1 ? argv[1] : "";
   if (coll.size() > 5 && coll.substr(coll.size() - 5) == "_perf") coll.resize(coll.size() - 5);
   static const char* const kSupported[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
                                            "reduce",     "alltoall",   "gather",         "scatter"};
   bool known = std::find_if(std::begin(kSupported), std::end(kSupported),
                             [&](const char* s) { return coll == s; }) != std::end(kSupported);
-  Options o;
-  Status s = known ? parseOptions(argc - 1, argv + 1, &o)
-                   : usageError("usage: mpi_coll_perf <all_reduce|all_gather|reduce_scatter|broadcast|reduce|"
-                                "alltoall|gather|scatter> [nccl-tests options]");
-  if (s.isOk() && o.help) {
-    if (c.rank == 0) fputs(usageText("mpi_coll_perf <collective>").c_str(), stdout);
-    MPI_Finalize();
-    return kExitOk;
-  }
-  if (s.isOk()) s = checkSupported(o, coll);
-  c.test = s.isOk() ? findCollective((coll + "_perf").c_str()) : nullptr;
-  if (s.isOk() && c.test->usesRoot() && o.root >= c.nranks) s = usageError("-r %d: root must be < %d", o.root, c.nranks);
-  if (!s.isOk()) {
-    if (c.rank == 0) fprintf(stderr, "mpi_coll_perf: %s\n", s.message().c_str());
-    MPI_Finalize();
-    return s.exitCode();
-  }
-  c.o = &o;
-  c.coll = coll;
+  if (!known)
+    return usageError("usage: mpi_coll_perf <all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|gather|"
+                      "scatter> [nccl-tests options]");
+  PERF_CHECK(parseOptions(argc - 1, argv + 1, o));
+  if (o->help) return Status::ok();
+  PERF_CHECK(checkSupported(*o, coll));
+  c->test = findCollective((coll + "_perf").c_str());
+  if (c->test->usesRoot() && o->root >= c->nranks) return usageError("-r %d: root must be < %d", o->root, c->nranks);
+  c->o = o;
+  c->coll = coll;
   size_t bytes = 0;
-  for (ncclDataType_t t : o.types) {
+  for (ncclDataType_t t : o->types) {
     size_t es = typeInfo(t).size;
-    CollCounts k = c.test->counts(o.maxBytes / es, es, c.nranks);
-    bytes = std::max(bytes, std::max(k.sendCount, k.recvCount) * es + o.unalign * es);
+    CollCounts k = c->test->counts(o->maxBytes / es, es, c->nranks);
+    bytes = std::max(bytes, std::max(k.sendCount, k.recvCount) * es + o->unalign * es);
   }
-  c.send.assign(bytes, 0);
-  c.recv.assign(bytes, 0);
-  c.scaled.assign(bytes, 0);
+  c->send.assign(bytes, 0);
+  c->recv.assign(bytes, 0);
+  c->scaled.assign(bytes, 0);
+  return Status::ok();
+}
+
+void printHeader(const Ctx& c) {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int vlen = 0;
   MPI_Get_library_version(version, &vlen);
   std::string v(version, strnlen(version, sizeof(version)));
   v = v.substr(0, v.find_first_of(",\n"));
-  if (c.rank == 0) {
-    printf("# mpi_coll_perf (%s), nccl-tests table format\n# Collective test starting: mpi_coll_perf %s\n",
-           v.c_str(), coll.c_str());
-    printf("# nProcs %d minBytes %zu maxBytes %zu iters: %d warmup iters: %d validation: %d\n#\n", c.nranks,
-           o.minBytes, o.maxBytes, o.iters, o.warmupIters, o.check);
-    for (const std::string& h : tableHeader()) printf("%s\n", h.c_str());
-    fflush(stdout);
-  }
-  std::vector<int> roots;
-  if (!c.test->usesRoot()) roots = {-1};
-  else if (o.root < 0) for (int r = 0; r < c.nranks; ++r) roots.push_back(r);
-  else roots = {o.root};
-  const std::vector<OpKind> ops = c.test->usesOp() ? o.ops : std::vector<OpKind>{OpKind::kSum};
-  uint64_t rep = 0;
+  printf("# mpi_coll_perf (%s), nccl-tests table format\n# Collective test starting: mpi_coll_perf %s\n", v.c_str(),
+         c.coll.c_str());
+  printf("# nProcs %d minBytes %zu maxBytes %zu iters: %d warmup iters: %d validation: %d\n#\n", c.nranks,
+         c.o->minBytes, c.o->maxBytes, c.o->iters, c.o->warmupIters, c.o->check);
+  for (const std::string& h : tableHeader()) printf("%s\n", h.c_str());
+  fflush(stdout);
+}
+
+struct Totals {
   long long errors = 0;
   double bwSum = 0;
   int bwCount = 0;
-  for (int cycle = 0; o.runCycles == 0 || cycle < o.runCycles; ++cycle) {
-    for (ncclDataType_t t : o.types) {
-      for (OpKind op : ops) {
-        for (int root : roots) {
-          const size_t es = typeInfo(t).size;
-          for (size_t warm : {o.maxBytes, o.minBytes}) {
-            Case w{t, es, c.test->usesOp(), op, root < 0 ? 0 : root, c.test->counts(warm / es, es, c.nranks)};
-            for (int i = 0; i < o.warmupIters; ++i) runColl(c, w, false);
-          }
-          for (size_t size : sweepSizes(o)) {
-            Case cs{t, es, c.test->usesOp(), op, root < 0 ? 0 : root, c.test->counts(size / es, es, c.nranks)};
-            Measurement oop = measure(c, cs, false, &rep);
-            Measurement ip = measure(c, cs, true, &rep);
-            if (c.rank == 0) {
-              printf("%s%s%s\n",
-                     rowPrefix(std::max(cs.k.sendCount, cs.k.recvCount) * es, cs.k.paramCount, typeInfo(t).name,
-                               c.test->usesOp() ? opName(op) : "none", root).c_str(),
-                     rowHalf(oop.usec, oop.algBw, oop.busBw, oop.wrong).c_str(),
-                     rowHalf(ip.usec, ip.algBw, ip.busBw, ip.wrong).c_str());
-              fflush(stdout);
-            }
-            for (const Measurement* m : {&oop, &ip}) {
-              bwSum += m->busBw;
-              bwCount++;
-              if (m->wrong && *m->wrong > 0) errors++;
-            }
-          }
-        }
-      }
+};
+
+// One (type, op, root): warm-up at the largest and smallest size, then the sweep.
+void timeTest(Ctx& c, ncclDataType_t t, OpKind op, int root, uint64_t* rep, Totals* totals) {
+  const Options& o = *c.o;
+  const size_t es = typeInfo(t).size;
+  const int r = root < 0 ? 0 : root;
+  for (size_t warm : {o.maxBytes, o.minBytes}) {
+    Case w{t, es, c.test->usesOp(), op, r, c.test->counts(warm / es, es, c.nranks)};
+    for (int i = 0; i < o.warmupIters; ++i) runColl(c, w, false);
+  }
+  for (size_t size : sweepSizes(o)) {
+    Case cs{t, es, c.test->usesOp(), op, r, c.test->counts(size / es, es, c.nranks)};
+    Measurement oop = measure(c, cs, false, rep);
+    Measurement ip = measure(c, cs, true, rep);
+    if (c.rank == 0) {
+      printf("%s%s%s\n",
+             rowPrefix(std::max(cs.k.sendCount, cs.k.recvCount) * es, cs.k.paramCount, typeInfo(t).name,
+                       c.test->usesOp() ? opName(op) : "none", root)
+                 .c_str(),
+             rowHalf(oop.usec, oop.algBw, oop.busBw, oop.wrong).c_str(),
+             rowHalf(ip.usec, ip.algBw, ip.busBw, ip.wrong).c_str());
+      fflush(stdout);
+    }
+    for (const Measurement* m : {&oop, &ip}) {
+      totals->bwSum += m->busBw;
+      totals->bwCount++;
+      if (m->wrong && *m->wrong > 0) totals->errors++;
     }
   }
+}
+
+int realMain(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Ctx c;
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.nranks);
+  Options o;
+  Status s = setup(argc, argv, &o, &c);
+  if (s.isOk() && o.help) {
+    if (c.rank == 0) fputs(usageText("mpi_coll_perf <collective>").c_str(), stdout);
+    MPI_Finalize();
+    return kExitOk;
+  }
+  if (!s.isOk()) {
+    if (c.rank == 0) fprintf(stderr, "mpi_coll_perf: %s\n", s.message().c_str());
+    MPI_Finalize();
+    return s.exitCode();
+  }
+  if (c.rank == 0) printHeader(c);
+  std::vector<int> roots;
+  if (!c.test->usesRoot()) {
+    roots = {-1};
+  } else if (o.root < 0) {
+    for (int r = 0; r < c.nranks; ++r) roots.push_back(r);
+  } else {
+    roots = {o.root};
+  }
+  const std::vector<OpKind> ops = c.test->usesOp() ? o.ops : std::vector<OpKind>{OpKind::kSum};
+  uint64_t rep = 0;
+  Totals totals;
+  for (int cycle = 0; o.runCycles == 0 || cycle < o.runCycles; ++cycle)
+    for (ncclDataType_t t : o.types)
+      for (OpKind op : ops)
+        for (int root : roots) timeTest(c, t, op, root, &rep, &totals);
   if (c.rank == 0) {
-    for (const std::string& line : footer(errors, bwCount ? bwSum / bwCount : 0, -1)) printf("%s\n", line.c_str());
-    printf("#\n# Collective test concluded: mpi_coll_perf %s\n", coll.c_str());
+    for (const std::string& line : footer(totals.errors, totals.bwCount ? totals.bwSum / totals.bwCount : 0, -1))
+      printf("%s\n", line.c_str());
+    printf("#\n# Collective test concluded: mpi_coll_perf %s\n", c.coll.c_str());
     fflush(stdout);
   }
   MPI_Finalize();
-  return errors > 0 ? kExitWrongResults : kExitOk;
+  return totals.errors > 0 ? kExitWrongResults : kExitOk;
 }
 
 }  // namespace
