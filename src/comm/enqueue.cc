@@ -2,12 +2,15 @@
 // executor lane (its operations in issue order), and all lanes progress
 // together, so a thread that drives several ranks (ncclCommInitAll, nccl-tests
 // -g/-t) moves them all. Host-memory operations complete before this returns.
+// Each finished plan goes to the communicator's telemetry (when the adaptive
+// machinery is on); a straggling rank of THESEUS_EMULATE stalls before its plans run.
 #include "comm/communicator.h"
 #include "comm/group.h"
 #include "comm/host_engine.h"
 #include "common/log.h"
 #include "device/staging.h"
 #include "exec/executor.h"
+#include "telemetry/telemetry.h"
 
 namespace theseus::comm {
 
@@ -24,7 +27,14 @@ Status executeOps(std::vector<CommOps>& work) {
     Status s = engine->lowerOps(work[i].ops, &lanes[i].plans);
     if (!s.isOk()) return s;  // nothing ran yet: no communicator state changed
     lanes[i].health = [engine] { return engine->health(); };
-    lanes[i].onPlanDone = nullptr;
+    if (telemetry::Recorder* t = engine->telemetry())
+      lanes[i].onPlanDone = [t](const exec::Plan& p, uint64_t ns) { t->onPlanDone(p, ns); };
+    else
+      lanes[i].onPlanDone = nullptr;
+  }
+  for (auto& w : work) {
+    Status st = static_cast<HostEngine*>(w.comm->engine())->beforeExecute();
+    if (!st.isOk()) return st;  // aborted before anything ran
   }
   Status s = exec::execute(lanes);
   if (!s.isOk()) {

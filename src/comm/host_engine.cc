@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "comm/communicator.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "schedule/user/user_schedules.h"
+#include "telemetry/telemetry.h"
+#include "transport/emulation.h"
 #include "transport/shared_memory_registry.h"
+#include "transport/transport_config.h"
 
 namespace theseus::comm {
 namespace {
@@ -23,6 +28,7 @@ const IntKnob kSliceBytes("THESEUS_SLICE_BYTES", 128 << 10,
                           "the transports' slot size). Must be equal on all ranks");
 
 constexpr uint32_t kP2pTag = 0x50325030;  // "P2P0"
+constexpr size_t kMaxShapes = 256;         // request shapes remembered for PREPARE
 
 uint64_t mix64(uint64_t x) {
   x ^= x >> 30;
@@ -51,10 +57,18 @@ double scalarValue(ncclDataType_t type, const void* p) {
   }
 }
 
-// Programs are shared by every communicator of the process.
+// Programs are shared by every communicator of the process. Names that are not
+// built-ins are user schedules (THESEUS_SCHEDULES, or a file path a policy names).
 schedule::ProgramCache& programCache() {
-  static schedule::ProgramCache cache;
+  static schedule::ProgramCache cache(schedule::ProgramCache::Options{schedule::user::generate, -1});
   return cache;
+}
+
+// The memo's range id of a request: the table's range index, or for a collective
+// the table leaves out (the static choice applies) -1 - its size class.
+int rangeOf(const policy::DecisionTable& t, Collective c, size_t bytes) {
+  int r = t.rangeIndex(c, bytes);
+  return r >= 0 ? r : -1 - policy::sizeClass(bytes);
 }
 
 bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
@@ -67,6 +81,10 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
 HostEngine::HostEngine(Communicator& comm) : comm_(comm) {
   size_t slice = static_cast<size_t>(std::max<int64_t>(kSliceBytes.get(), 64));
   sliceBytes_ = slice / 64 * 64;
+  // Slot sizes are knobs equal on all ranks, so every rank clamps decisions' slices alike.
+  auto tc = transport::readTransportConfig();
+  maxSliceBytes_ = tc.isOk() ? std::min(tc.value().shmSlotBytes, tc.value().socketSlotBytes) / 64 * 64 : sliceBytes_;
+  if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
   // Host index of every rank, in order of first appearance (used by hierarchical schedules).
   if (comm.bootstrap() != nullptr) {
     std::map<uint64_t, int> hostIndex;
@@ -79,7 +97,31 @@ HostEngine::HostEngine(Communicator& comm) : comm_(comm) {
 
 HostEngine::~HostEngine() { shutdown(); }
 
+Status HostEngine::startEpochs() {
+  epoch::ServiceOptions o;
+  o.bootstrap = comm_.bootstrap();
+  o.transports = comm_.transports();
+  o.attributes = &comm_.attributes();
+  o.abort = &comm_.abortFlag();
+  o.cudaDev = comm_.cudaDev();
+  o.maxChannels = maxChannels();
+  o.hostOf = hostOf_;
+  o.participant = this;
+  o.health = [this]() -> Status {
+    TH_CHECK(health());
+    for (int r : comm_.bootstrap()->departedRanks())
+      if (r == 0) return remoteError("the leader (rank 0) left the communicator");
+    return Status::ok();
+  };
+  if (o.bootstrap == nullptr) return internalError("the collective engine needs a bootstrap");
+  TH_ASSIGN(epochs_, epoch::EpochService::create(o));
+  clock_ = &epochs_->clock();
+  adoptEpoch();
+  return Status::ok();
+}
+
 void HostEngine::shutdown() {
+  if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
   memo_.clear();
   if (scratch_ != nullptr) {
     (void)transport::freeShared(scratch_);
@@ -223,6 +265,10 @@ exec::Plan* HostEngine::nextPlan() {
 Status HostEngine::lowerOps(const std::vector<OpDesc>& ops, std::vector<exec::Plan*>* plans) {
   plansUsed_ = 0;
   plans->clear();
+  if (memoFloor_ != 0) {  // the previous group finished: templates of replaced tables can go
+    std::erase_if(memo_, [this](const auto& kv) { return kv.first.version < memoFloor_; });
+    memoFloor_ = 0;
+  }
   for (size_t i = 0; i < ops.size();) {
     if (ops[i].kind == OpDesc::Kind::kCollective) {
       exec::Plan* p = nextPlan();
@@ -254,35 +300,125 @@ bool HostEngine::isInPlace(const OpDesc& op) const {
   }
 }
 
-Result<const HostEngine::Memo*> HostEngine::templateFor(const OpDesc& op, size_t bytes, bool inPlace) {
-  int root = schedule::isRooted(op.collective) ? op.root : 0;
-  int cls = policy::sizeClass(bytes);
-  MemoKey key{static_cast<uint8_t>(op.collective), static_cast<uint8_t>(cls), static_cast<uint8_t>(inPlace), root};
-  auto it = memo_.find(key);
-  if (it != memo_.end()) return &it->second;
+// ---- epochs -----------------------------------------------------------------------------------------
 
-  int nnodes = hostOf_.empty() ? 1 : *std::max_element(hostOf_.begin(), hostOf_.end()) + 1;
-  policy::Choice choice = policy::defaultChoice({op.collective, cls, comm_.nranks(), nnodes},
-                                                policy::AlgoFilter::fromEnv());
+// The clock's slow path. When a new table took effect, its templates (built by
+// prepareEpoch on the epoch thread) join the memo; those of older tables are
+// dropped at the next lowerOps, when no plan of this group can use them any more.
+Status HostEngine::advanceEpoch() {
+  TH_CHECK(clock_->advance(seq_));
+  if (clock_->current().version != tableVersion_) adoptEpoch();
+  return Status::ok();
+}
+
+void HostEngine::adoptEpoch() {
+  epoch::Epoch& e = clock_->current();
+  if (tableVersion_ != 0) memoFloor_ = e.version;
+  tableVersion_ = e.version;
+  table_ = &e.table;
+  std::unique_ptr<epoch::Prepared> prepared = std::move(e.prepared);
+  if (auto* warm = dynamic_cast<WarmMemos*>(prepared.get()))
+    for (auto& [key, memo] : warm->entries) memo_.emplace(key, std::move(memo));
+  TH_INFO(log::kEpoch | log::kTuning, "comm %p rank %d: decision table v%llu in effect from collective %llu",
+          static_cast<void*>(&comm_), comm_.rank(), static_cast<unsigned long long>(e.version),
+          static_cast<unsigned long long>(e.fromSeq));
+}
+
+// Epoch thread: the templates of every request shape seen so far under the new
+// table, and the connections they use, so the first collectives on the new
+// table find everything ready.
+Status HostEngine::prepareEpoch(epoch::Epoch& e) {
+  std::vector<Shape> shapes;
+  {
+    std::lock_guard<std::mutex> lock(shapesMu_);
+    shapes = shapes_;
+  }
+  auto warm = std::make_unique<WarmMemos>();
+  for (const Shape& sh : shapes) {
+    int range = rangeOf(e.table, sh.collective, sh.bytes);
+    MemoKey key{e.version, static_cast<uint8_t>(sh.collective), static_cast<uint8_t>(sh.inPlace),
+                static_cast<int16_t>(range), sh.root};
+    bool have = false;
+    for (const auto& kv : warm->entries) have = have || kv.first == key;
+    if (have) continue;
+    Memo memo;
+    TH_ASSIGN(memo, buildMemo(e.table, range, sh.collective, sh.bytes, sh.root, sh.inPlace));
+    if (comm_.transports() != nullptr) {
+      for (const exec::PlanConn& c : memo.tmpl->conns) {
+        Status st = c.isSend ? comm_.transports()->sendConnection(c.peer, c.channel).status()
+                             : comm_.transports()->recvConnection(c.peer, c.channel).status();
+        TH_CHECK(st.withContext("opening the connections of " + memo.program->program.name));
+      }
+    }
+    warm->entries.emplace_back(key, std::move(memo));
+  }
+  e.prepared = std::move(warm);
+  return Status::ok();
+}
+
+std::vector<uint64_t> HostEngine::recentSizes() {
+  std::lock_guard<std::mutex> lock(shapesMu_);
+  std::vector<uint64_t> out;
+  for (const Shape& sh : shapes_) out.push_back(sh.bytes);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<HostEngine::Memo> HostEngine::buildMemo(const policy::DecisionTable& table, int range, Collective c,
+                                               size_t bytes, int root, bool inPlace) const {
+  const policy::Decision* d = range >= 0 ? &table.ranges(c)[static_cast<size_t>(range)].decision : nullptr;
+  policy::Choice fallback;
+  if (d == nullptr) {  // the table says nothing about this collective: the static choice
+    int nnodes = hostOf_.empty() ? 1 : *std::max_element(hostOf_.begin(), hostOf_.end()) + 1;
+    fallback = policy::defaultChoice({c, policy::sizeClass(bytes), comm_.nranks(), nnodes},
+                                     policy::AlgoFilter::fromEnv());
+  }
   schedule::GenerateRequest req;
-  req.collective = op.collective;
+  req.collective = c;
   req.nranks = comm_.nranks();
   req.root = root;
   req.inPlace = inPlace;
-  req.params = choice.params;
+  req.params = d ? d->params : fallback.params;
   req.hostOf = hostOf_;
   req.onlyRank = comm_.rank();
-  std::shared_ptr<const schedule::CachedProgram> prog;
-  TH_ASSIGN(prog, programCache().get(schedule::ProgramKey::make(choice.schedule, req)));
-  if (prog->program.nchannels > static_cast<uint32_t>(maxChannels()))
-    return invalidUsage("schedule %s needs %u channels but THESEUS_MAX_CHANNELS is %d", prog->program.name.c_str(),
-                        prog->program.nchannels, maxChannels());
   Memo memo;
-  memo.program = prog;
-  TH_ASSIGN(memo.tmpl, exec::buildRankTemplate(prog->program, comm_.rank(), prog->plans[comm_.rank()]));
-  TH_INFO(log::kColl | log::kTuning, "comm %p rank %d: %s of %s class uses %s", static_cast<void*>(&comm_),
-          comm_.rank(), schedule::collectiveName(op.collective), cls == 0 ? "small" : "large",
-          prog->program.name.c_str());
+  TH_ASSIGN(memo.program, programCache().get(schedule::ProgramKey::make(d ? d->schedule : fallback.schedule, req)));
+  const schedule::Program& prog = memo.program->program;
+  if (prog.nchannels > static_cast<uint32_t>(maxChannels()))
+    return invalidUsage("schedule %s needs %u channels but THESEUS_MAX_CHANNELS is %d", prog.name.c_str(),
+                        prog.nchannels, maxChannels());
+  TH_ASSIGN(memo.tmpl, exec::buildRankTemplate(prog, comm_.rank(), memo.program->plans[comm_.rank()]));
+  memo.sliceBytes = sliceBytes_;
+  if (d != nullptr && d->sliceBytes > 0)
+    memo.sliceBytes = std::clamp<size_t>(d->sliceBytes / 64 * 64, 64, std::max<size_t>(maxSliceBytes_, 64));
+  return memo;
+}
+
+Result<const HostEngine::Memo*> HostEngine::templateFor(const OpDesc& op, size_t bytes, bool inPlace) {
+  int root = schedule::isRooted(op.collective) ? op.root : 0;
+  int range = rangeOf(*table_, op.collective, bytes);
+  MemoKey key{tableVersion_, static_cast<uint8_t>(op.collective), static_cast<uint8_t>(inPlace),
+              static_cast<int16_t>(range), root};
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return &it->second;
+
+  Memo memo;
+  TH_ASSIGN(memo, buildMemo(*table_, range, op.collective, bytes, root, inPlace));
+  TH_INFO(log::kColl | log::kTuning, "comm %p rank %d: %s of %zu bytes uses %s (table v%llu)",
+          static_cast<void*>(&comm_), comm_.rank(), schedule::collectiveName(op.collective), bytes,
+          memo.program->program.name.c_str(), static_cast<unsigned long long>(tableVersion_));
+  {
+    std::lock_guard<std::mutex> lock(shapesMu_);
+    bool seen = false;
+    for (Shape& sh : shapes_)
+      if (sh.collective == op.collective && sh.root == root && sh.inPlace == inPlace &&
+          rangeOf(*table_, op.collective, sh.bytes) == range) {
+        seen = true;
+        break;
+      }
+    if (!seen && shapes_.size() < kMaxShapes) shapes_.push_back(Shape{op.collective, bytes, root, inPlace});
+  }
   return &memo_.emplace(key, std::move(memo)).first->second;
 }
 
@@ -309,6 +445,7 @@ Status HostEngine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   if (!inPlace && overlaps(op.sendbuff, inBytes, op.recvbuff, outBytes))
     return invalidArgument("%s: send and receive buffers overlap but are not in place", schedule::collectiveName(c));
 
+  if (clock_->mustAdvance(seq_)) TH_CHECK(advanceEpoch());
   const Memo* memo;
   TH_ASSIGN(memo, templateFor(op, std::max(inBytes, outBytes), inPlace));
   exec::Reduction red;
@@ -333,9 +470,12 @@ Status HostEngine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   b.scratch = s;
   b.unitElems = op.count;
   b.elemBytes = esz;
+  plan.sliceBytes = memo->sliceBytes;
   exec::lowerTemplate(t, b, red, plan);
 
   uint64_t seq = seq_++;
+  nextSeq_.store(seq_, std::memory_order_relaxed);
+  if (emulation_ != nullptr) emulation_->onCollective(seq);
   plan.reduction = red;
   plan.seq = seq;
   plan.opName = schedule::collectiveName(c);
@@ -454,10 +594,25 @@ void HostEngine::noteFailure(const Status& s) {
   if (!s.isOk()) comm_.setAsyncError(s.code(), s.message());
 }
 
+Status HostEngine::beforeExecute() {
+  if (emulation_ == nullptr) return Status::ok();
+  uint64_t ns = emulation_->straggleNs();
+  if (ns == 0) return Status::ok();
+  // A straggling rank (THESEUS_EMULATE straggle:...) starts late; an abort still ends the wait.
+  uint64_t until = nowNs() + ns;
+  for (uint64_t now = nowNs(); now < until; now = nowNs()) {
+    if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
+  }
+  return Status::ok();
+}
+
 int maxChannels() { return static_cast<int>(std::clamp<int64_t>(kMaxChannels.get(), 1, 64)); }
 
 Result<std::unique_ptr<CollectiveEngine>> createCollectiveEngine(Communicator& comm) {
-  return std::unique_ptr<CollectiveEngine>(new HostEngine(comm));
+  auto engine = std::make_unique<HostEngine>(comm);
+  TH_CHECK(engine->startEpochs());
+  return std::unique_ptr<CollectiveEngine>(std::move(engine));
 }
 
 }  // namespace theseus::comm

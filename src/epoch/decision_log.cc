@@ -1,0 +1,118 @@
+#include "epoch/decision_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+namespace theseus::epoch {
+namespace {
+
+const StringKnob kDecisionLog("THESEUS_DECISION_LOG", nullptr,
+                              "Write each communicator's decision log (every decision table that took effect and the "
+                              "collective at which it did, one JSON object per line) to this file; %r = rank, "
+                              "%p = pid, %c = communicator hash");
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+// Paths this process opened already (the first opener truncates).
+bool firstOpen(const std::string& path) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.insert(path).second;
+}
+
+}  // namespace
+
+std::string DecisionLog::configuredPath(int rank, uint64_t commHash) {
+  std::string spec = kDecisionLog.get();
+  std::string out;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i] == '%' && i + 1 < spec.size()) {
+      char c = spec[i + 1];
+      if (c == 'r') { out += std::to_string(rank); ++i; continue; }
+      if (c == 'p') { out += std::to_string(getpid()); ++i; continue; }
+      if (c == 'c') { out += hex(commHash); ++i; continue; }
+    }
+    out += spec[i];
+  }
+  return out;
+}
+
+DecisionLog::DecisionLog(uint64_t commHash, int rank) : commHash_(commHash), path_(configuredPath(rank, commHash)) {
+  if (path_.empty()) return;
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (firstOpen(path_) ? O_TRUNC : 0);
+  fd_ = open(path_.c_str(), flags, 0644);
+  if (fd_ < 0)
+    TH_WARN("THESEUS_DECISION_LOG: cannot open %s: %s; the decision log stays in memory only", path_.c_str(),
+            strerror(errno));
+}
+
+DecisionLog::~DecisionLog() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string DecisionLog::formatBody(uint64_t version, const std::string& reason, const policy::DecisionTable& table) {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (int c = 0; c < policy::DecisionTable::kCollectives; ++c) {
+    auto coll = static_cast<schedule::Collective>(c);
+    for (const auto& r : table.ranges(coll)) {
+      ranges.push_back({{"collective", schedule::collectiveName(coll)},
+                        {"min", r.minBytes},
+                        {"max", r.maxBytes},
+                        {"schedule", r.decision.schedule},
+                        {"params", r.decision.params.toString()},
+                        {"slice", r.decision.sliceBytes}});
+    }
+  }
+  // "seq" is inserted in front when the table takes effect.
+  nlohmann::json body = {{"version", version}, {"reason", reason}, {"table", ranges}};
+  std::string text = body.dump();
+  return text.substr(1);  // without the opening brace
+}
+
+void DecisionLog::record(uint64_t seq, const std::string& body) {
+  std::string line = "{\"comm\":\"" + hex(commHash_) + "\",\"seq\":" + std::to_string(seq) + "," + body + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) {
+    ssize_t n = write(fd_, line.data(), line.size());
+    if (n != static_cast<ssize_t>(line.size())) {
+      TH_WARN("THESEUS_DECISION_LOG: writing %s failed: %s; further lines stay in memory only", path_.c_str(),
+              n < 0 ? strerror(errno) : "short write");
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  lines_.push_back(std::move(line));
+  if (lines_.size() > kMaxLines) {
+    lines_.pop_front();
+    ++dropped_;
+  }
+}
+
+std::string DecisionLog::text() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const auto& l : lines_) out += l;
+  return out;
+}
+
+size_t DecisionLog::lines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lines_.size() + dropped_;
+}
+
+}  // namespace theseus::epoch

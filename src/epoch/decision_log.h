@@ -1,0 +1,58 @@
+// DecisionLog: per rank and communicator, every decision table that took
+// effect and the collective at which it did — the evidence for invariant 1
+// (same seq -> same schedule on every rank). Tests compare all ranks' logs;
+// users read them through theseusGetDecisionLog() or THESEUS_DECISION_LOG.
+//
+// One JSON object per line, identical on every rank of a communicator:
+//   {"comm":"<hash>","seq":E,"version":v,"reason":"...","table":[
+//     {"collective":"allreduce","min":0,"max":32768,"schedule":"ring","params":"order=0,2,1,3","slice":0},...]}
+// The body (everything but "seq") is formatted when the table is prepared, so
+// installing it at its collective costs one string append and, with a log
+// file, one write().
+//
+// THESEUS_DECISION_LOG=path writes the lines to a file; "%r" in the path
+// becomes the rank in the communicator, "%p" the pid, "%c" the communicator's
+// hash. The first communicator of a process that opens a path truncates it;
+// later ones (e.g. split communicators resolving to the same path) append.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "policy/decision_table.h"
+
+namespace theseus::epoch {
+
+class DecisionLog {
+ public:
+  static constexpr size_t kMaxLines = 100000;
+
+  DecisionLog(uint64_t commHash, int rank);
+  ~DecisionLog();
+  DecisionLog(const DecisionLog&) = delete;
+  DecisionLog& operator=(const DecisionLog&) = delete;
+
+  // The line without its "seq" (see above).
+  static std::string formatBody(uint64_t version, const std::string& reason, const policy::DecisionTable& table);
+  // Appends the line of a table that took effect at collective `seq`.
+  void record(uint64_t seq, const std::string& body);
+
+  std::string text() const;  // all lines kept, each ending in '\n'
+  size_t lines() const;
+  const std::string& path() const { return path_; }
+
+  // The THESEUS_DECISION_LOG path for a rank ("" when unset).
+  static std::string configuredPath(int rank, uint64_t commHash);
+
+ private:
+  uint64_t commHash_;
+  std::string path_;
+  int fd_ = -1;
+  mutable std::mutex mu_;
+  std::deque<std::string> lines_;
+  size_t dropped_ = 0;
+};
+
+}  // namespace theseus::epoch

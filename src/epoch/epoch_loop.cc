@@ -1,0 +1,221 @@
+// The epoch thread of one communicator on one rank (see epoch_service.h):
+// prepare jobs, attribute shipping, and on the leader the lease/swap state
+// machine and the policy loop. Sends happen here, never on the bootstrap's
+// control thread, and never while a lock is held.
+#include <algorithm>
+#include <chrono>
+
+#include "common/log.h"
+#include "epoch/epoch_service_internal.h"
+#include "epoch/test_tables.h"
+#include "transport/transport_manager.h"
+
+namespace theseus::epoch {
+namespace {
+
+using Shared = EpochService::Shared;
+
+void sendAll(Shared& s, Outbox& out) {
+  for (auto& [dest, msg] : out.messages) {
+    std::string bytes = msg.encode();
+    TH_TRACE(log::kEpoch, "epoch leader: %s -> %s", msg.describe().c_str(),
+             dest == Outbox::kAll ? "all" : std::to_string(dest).c_str());
+    for (int r = dest == Outbox::kAll ? 0 : dest; r < (dest == Outbox::kAll ? s.nranks : dest + 1); ++r) {
+      Status st = s.boot->sendToRank(r, bootstrap::MsgType::kEpoch, bytes);
+      if (!st.isOk())
+        TH_INFO(log::kEpoch, "epoch leader: %s to rank %d not sent: %s", msgKindName(msg.kind), r,
+                st.message().c_str());
+    }
+  }
+  out.messages.clear();
+}
+
+void sendAck(Shared& s, uint64_t version, const Status& result) {
+  EpochMsg ack;
+  ack.kind = MsgKind::kAck;
+  ack.version = version;
+  ack.ok = result.isOk();
+  ack.text = result.message();
+  Status st = s.boot->sendToLeader(bootstrap::MsgType::kEpoch, ack.encode());
+  if (!st.isOk())
+    TH_INFO(log::kEpoch, "epoch rank %d: ACK of table v%llu not sent: %s", s.rank,
+            static_cast<unsigned long long>(version), st.message().c_str());
+}
+
+// PREPARE: the engine builds what the new table needs; then ACK (or a negative ACK with the reason).
+void runPrepare(Shared& s) {
+  std::shared_ptr<Epoch> job = s.clock->takePrepareJob();
+  if (job == nullptr) return;
+  uint64_t start = nowNs();
+  job->logBody = DecisionLog::formatBody(job->version, job->reason, job->table);
+  Status st = s.participant != nullptr ? s.participant->prepareEpoch(*job) : Status::ok();
+  if (!st.isOk())
+    TH_WARN("epoch rank %d: cannot prepare decision table v%llu: %s", s.rank,
+            static_cast<unsigned long long>(job->version), st.message().c_str());
+  TH_INFO(log::kEpoch, "epoch rank %d: table v%llu prepared in %.2f ms", s.rank,
+          static_cast<unsigned long long>(job->version), double(nowNs() - start) / 1e6);
+  if (s.clock->finishPrepare(job->version, st)) sendAck(s, job->version, st);
+}
+
+// Every rank: probes -> attribute store -> snapshot to the leader when something changed.
+void shipAttributes(Shared& s) {
+  if (s.transports != nullptr)
+    for (int p = 0; p < s.nranks; ++p)
+      if (p != s.rank) s.probes->observePeerStats(p, s.transports->stats(p));
+  s.probes->publish(*s.store);
+  s.hostProbes->poll(*s.store);
+  auto polled = s.external->poll(*s.store);
+  (void)polled;  // a malformed file is logged by ExternalAttributes and keeps the old values
+  uint64_t gen = s.store->generation();
+  if (gen == s.shippedGeneration) return;
+  attrs::Snapshot snap = s.store->snapshot();
+  snap.rank = s.rank;
+  Status st = s.boot->sendToLeader(bootstrap::MsgType::kAttributes, snap.serialize());
+  if (st.isOk()) s.shippedGeneration = gen;
+  else TH_INFO(log::kAttrs, "rank %d: attribute snapshot not shipped: %s", s.rank, st.message().c_str());
+}
+
+// "allreduce [32769, inf]: ring -> ring(order=0,2,1,3) (rule 'x')", for the first few ranges that differ.
+std::string describeChange(const policy::DecisionTable& from, const policy::DecisionTable& to) {
+  std::string out;
+  int shown = 0;
+  for (int c = 0; c < policy::DecisionTable::kCollectives && shown < 3; ++c) {
+    auto coll = static_cast<schedule::Collective>(c);
+    for (const auto& r : to.ranges(coll)) {
+      const policy::Decision* old = from.lookup(coll, r.minBytes);
+      if (old != nullptr && *old == r.decision) continue;
+      if (shown++ == 3) break;
+      out += (out.empty() ? "" : "; ") + std::string(schedule::collectiveName(coll)) + " [" +
+             std::to_string(r.minBytes) + ", " + (r.maxBytes == UINT64_MAX ? "inf" : std::to_string(r.maxBytes)) +
+             "]: " + (old ? old->toString() : std::string("default")) + " -> " + r.decision.toString();
+      if (!r.decision.why.empty()) out += " (" + r.decision.why + ")";
+    }
+  }
+  return out;
+}
+
+void propose(Shared& s, policy::DecisionTable t, const std::string& reason, Outbox* out) {
+  auto v = s.leader->propose(std::move(t), reason, nowNs(), out);
+  if (v.isOk()) {
+    s.lastProposalSeq = s.leader->horizon();
+    TH_INFO(log::kEpoch | log::kPolicy, "epoch leader: proposing table v%llu for collective %llu: %s",
+            static_cast<unsigned long long>(v.value()), static_cast<unsigned long long>(s.leader->horizon()),
+            reason.c_str());
+  }
+}
+
+void evaluatePolicy(Shared& s, Outbox* out) {
+  if (s.leader->state() != EpochLeader::State::kLeasing || s.policy == nullptr) return;
+  policy::PolicyInput in;
+  in.view = &s.view;
+  in.nowNs = nowNs();
+  in.nranks = s.nranks;
+  in.hostOf = s.hostOf;
+  in.hostNames = s.hostNames;
+  if (s.participant != nullptr) in.sizes = s.participant->recentSizes();
+  in.current = &s.leader->committedTable();
+  in.currentAgeNs = in.nowNs - s.committedAtNs;
+  auto t = policy::evaluate(*s.policy, in);
+  if (!t.isOk()) {
+    if (t.status().message() != s.lastPolicyError) {
+      s.lastPolicyError = t.status().message();
+      TH_WARN("epoch leader: policy '%s' failed: %s (the current table stays)", s.policy->name().c_str(),
+              s.lastPolicyError.c_str());
+    }
+    return;
+  }
+  s.lastPolicyError.clear();
+  if (t.value().sameDecisions(s.leader->committedTable())) return;
+  std::string reason = "policy '" + s.policy->name() + "': " + describeChange(s.leader->committedTable(), t.value());
+  propose(s, t.take(), reason, out);
+}
+
+void testSwap(Shared& s, Outbox* out) {
+  if (s.leader->state() != EpochLeader::State::kLeasing) return;
+  if (s.leader->maxReported() < s.lastProposalSeq + s.testSwapEvery / 2) return;
+  RandomTableLimits lim;
+  lim.maxChannels = std::min(2, s.maxChannels);
+  lim.maxSliceBytes = s.maxSliceBytes;
+  uint64_t version = s.leader->committedVersion() + 1;
+  policy::DecisionTable t = randomTable(s.testSeed, s.leader->horizon(), s.nranks, lim);
+  propose(s, std::move(t), "test swap (THESEUS_EPOCH_TEST_SWAP_EVERY) after v" + std::to_string(version - 1), out);
+}
+
+void handleLeaderEvent(Shared& s, LoopEvent& e, Outbox* out) {
+  const uint64_t now = nowNs();
+  switch (e.kind) {
+    case LoopEvent::Kind::kProgress:
+      s.leader->onProgress(e.rank, e.msg.seq, now, out);
+      break;
+    case LoopEvent::Kind::kAck: {
+      uint64_t before = s.leader->committedVersion();
+      s.leader->onAck(e.rank, e.msg.version, e.msg.ok, e.msg.text, now, out);
+      if (s.leader->committedVersion() != before) s.committedAtNs = now;
+      break;
+    }
+    case LoopEvent::Kind::kAttributes: {
+      auto snap = attrs::Snapshot::deserialize(e.payload);
+      if (!snap.isOk()) {
+        s.warnMalformed(e.rank, "attribute snapshot: " + snap.status().message());
+      } else if (snap.value().rank != e.rank) {
+        s.warnMalformed(e.rank, "attribute snapshot claims to come from rank " + std::to_string(snap.value().rank));
+      } else {
+        Status st = s.view.merge(snap.value(), now);
+        if (!st.isOk()) s.warnMalformed(e.rank, st.message());
+      }
+      break;
+    }
+    case LoopEvent::Kind::kRankFailed:
+      s.leader->onRankFailed(e.rank, out);
+      s.view.forgetRank(e.rank);
+      break;
+  }
+}
+
+}  // namespace
+
+void runEpochLoop(Shared& s) {
+  using std::chrono::milliseconds;
+  auto nextAttrs = Clock::now();
+  auto nextPolicy = Clock::now() + milliseconds(s.policyIntervalMs);
+  Outbox out;
+  for (;;) {
+    std::deque<LoopEvent> events;
+    bool prepare = false, evaluate = false;
+    uint64_t nack = 0;
+    std::string nackWhy;
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      auto until = s.rank == 0 ? std::min(nextAttrs, nextPolicy) : nextAttrs;
+      if (s.rank == 0) until = std::min(until, Clock::now() + milliseconds(100));  // prepare timeouts
+      s.cv.wait_until(lock, until, [&] {
+        return s.stop || s.prepareWanted || s.evaluateWanted || !s.events.empty() || s.nackVersion != 0;
+      });
+      if (s.stop) return;
+      events.swap(s.events);
+      std::swap(prepare, s.prepareWanted);
+      std::swap(evaluate, s.evaluateWanted);
+      std::swap(nack, s.nackVersion);
+      nackWhy.swap(s.nackWhy);
+    }
+    if (nack != 0) sendAck(s, nack, invalidArgument("%s", nackWhy.c_str()));
+    if (prepare) runPrepare(s);
+    if (s.rank == 0) {
+      for (LoopEvent& e : events) handleLeaderEvent(s, e, &out);
+      if (s.testSwapEvery > 0) testSwap(s, &out);
+      s.leader->tick(nowNs(), &out);
+    }
+    auto now = Clock::now();
+    if (now >= nextAttrs) {
+      shipAttributes(s);
+      nextAttrs = now + milliseconds(s.attrsIntervalMs);
+    }
+    if (s.rank == 0 && s.testSwapEvery == 0 && (evaluate || now >= nextPolicy)) {
+      evaluatePolicy(s, &out);
+      nextPolicy = now + milliseconds(s.policyIntervalMs);
+    }
+    if (!out.messages.empty()) sendAll(s, out);
+  }
+}
+
+}  // namespace theseus::epoch

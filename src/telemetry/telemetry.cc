@@ -1,0 +1,102 @@
+#include "telemetry/telemetry.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+
+#include "attrs/probes.h"
+#include "common/deadline.h"
+#include "exec/plan.h"
+#include "transport/transport_manager.h"
+
+namespace theseus::telemetry {
+namespace {
+
+// Single-writer counter update (no read-modify-write on the hot path).
+inline void bump(std::atomic<uint64_t>& a, uint64_t by) {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Recorder::Recorder(int rank, int nranks, transport::TransportManager* transports, attrs::ProbeSet* probes,
+                   size_t capacity)
+    : rank_(rank),
+      nranks_(nranks),
+      transports_(transports),
+      probes_(probes),
+      ring_(new CollectiveRecord[std::max<size_t>(capacity, 1)]),
+      capacity_(std::max<size_t>(capacity, 1)),
+      lastWait_(static_cast<size_t>(std::max(nranks, 0)), 0) {}
+
+void Recorder::measureWaits(const exec::Plan& plan, CollectiveRecord& r) {
+  for (const exec::PlanConn& c : plan.conns) {
+    if (c.isSend || c.peer < 0 || c.peer >= nranks_ || c.peer == rank_) continue;
+    uint64_t total = transports_->stats(c.peer).recvWaitNs;
+    uint64_t& last = lastWait_[c.peer];
+    uint64_t delta = total >= last ? total - last : 0;
+    last = total;
+    if (delta > r.waitNs || r.waitPeer < 0) {
+      r.waitNs = delta;
+      r.waitPeer = c.peer;
+    }
+  }
+}
+
+void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns) {
+  const bool p2p = plan.scheduleName != nullptr && std::string_view(plan.scheduleName) == "p2p";
+  uint64_t n = written_.load(std::memory_order_relaxed);
+  CollectiveRecord& r = ring_[n % capacity_];
+  r.seq = plan.seq;
+  r.op = plan.opName;
+  r.schedule = plan.scheduleName;
+  r.bytes = plan.bytes;
+  r.durationNs = ns;
+  r.endNs = nowNs();
+  r.waitPeer = -1;
+  r.waitNs = 0;
+  if (transports_ != nullptr && plan.bytes >= kWaitProbeBytes) measureWaits(plan, r);
+  written_.store(n + 1, std::memory_order_release);
+  bump(p2p ? p2p_ : collectives_, 1);
+  bump(bytes_, plan.bytes);
+  bump(busyNs_, ns);
+  if (probes_ != nullptr && !p2p) probes_->recordCollective(ns);
+}
+
+Counters Recorder::counters() const {
+  Counters c;
+  c.collectives = collectives_.load(std::memory_order_relaxed);
+  c.p2pPlans = p2p_.load(std::memory_order_relaxed);
+  c.bytes = bytes_.load(std::memory_order_relaxed);
+  c.busyNs = busyNs_.load(std::memory_order_relaxed);
+  return c;
+}
+
+std::vector<CollectiveRecord> Recorder::recent(size_t max) const {
+  const uint64_t end = written_.load(std::memory_order_acquire);
+  const uint64_t count = std::min<uint64_t>({end, capacity_, max});
+  std::vector<CollectiveRecord> out;
+  out.reserve(count);
+  for (uint64_t i = end - count; i < end; ++i) out.push_back(ring_[i % capacity_]);
+  // The writer may have lapped the oldest slots while we copied them: the slot of
+  // index i is reused by index i + capacity, which may be in progress once `after` reaches i + capacity.
+  const uint64_t after = written_.load(std::memory_order_acquire);
+  const uint64_t firstValid = after + 1 > capacity_ ? after + 1 - capacity_ : 0;
+  const uint64_t first = end - count;
+  if (firstValid > first) out.erase(out.begin(), out.begin() + static_cast<long>(std::min<uint64_t>(firstValid - first, out.size())));
+  return out;
+}
+
+std::string Recorder::describe(const CollectiveRecord& r) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "#%llu %s [%s] %llu B %.1f us", static_cast<unsigned long long>(r.seq), r.op,
+           r.schedule, static_cast<unsigned long long>(r.bytes), double(r.durationNs) / 1e3);
+  std::string s = buf;
+  if (r.waitPeer >= 0) {
+    snprintf(buf, sizeof(buf), ", waited %.1f us for rank %d", double(r.waitNs) / 1e3, r.waitPeer);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace theseus::telemetry

@@ -1,0 +1,172 @@
+// THESEUS_EMULATE: the rule syntax (good rules, and bad ones with errors that
+// name the rule and the problem), windows by collective number and by time,
+// and the receive wrapper's wire model on a fake connection with a clock we
+// can reason about (rates, percentages, latency).
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <thread>
+
+#include "transport/emulation.h"
+
+namespace theseus::transport {
+namespace {
+
+TEST(EmulationSyntax, ParsesEveryKindOfRule) {
+  auto r = parseEmulation(" throttle:0->1:10%@seq=100-400 ; latency:2->3:50us;straggle:3:2ms@t=5s-20s;"
+                          "throttle:*<->2:2.5GB/s;throttle:1->*:800MB/s@seq=5-;throttle:0->2:25Gbps");
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  const auto& v = r.value();
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_EQ(v[0].kind, EmulationRule::Kind::kThrottle);
+  EXPECT_EQ(v[0].from, 0);
+  EXPECT_EQ(v[0].to, 1);
+  EXPECT_DOUBLE_EQ(v[0].fraction, 0.10);
+  EXPECT_EQ(v[0].window.axis, EmulationWindow::Axis::kSeq);
+  EXPECT_EQ(v[0].window.begin, 100u);
+  EXPECT_EQ(v[0].window.end, 400u);
+  EXPECT_EQ(v[1].kind, EmulationRule::Kind::kLatency);
+  EXPECT_EQ(v[1].ns, 50000u);
+  EXPECT_EQ(v[2].kind, EmulationRule::Kind::kStraggle);
+  EXPECT_EQ(v[2].from, 3);
+  EXPECT_EQ(v[2].ns, 2000000u);
+  EXPECT_EQ(v[2].window.axis, EmulationWindow::Axis::kTime);
+  EXPECT_EQ(v[2].window.begin, 5000000000u);
+  EXPECT_EQ(v[2].window.end, 20000000000u);
+  EXPECT_TRUE(v[3].bothWays);
+  EXPECT_EQ(v[3].from, -1);
+  EXPECT_DOUBLE_EQ(v[3].bytesPerNs, 2.5);
+  EXPECT_EQ(v[4].window.end, UINT64_MAX);
+  EXPECT_DOUBLE_EQ(v[4].bytesPerNs, 0.8);
+  EXPECT_DOUBLE_EQ(v[5].bytesPerNs, 25.0 / 8);
+  // Links.
+  EXPECT_TRUE(v[0].matchesLink(0, 1));
+  EXPECT_FALSE(v[0].matchesLink(1, 0));
+  EXPECT_TRUE(v[3].matchesLink(2, 0));
+  EXPECT_TRUE(v[3].matchesLink(0, 2));
+  EXPECT_FALSE(v[3].matchesLink(0, 1));
+  EXPECT_FALSE(v[2].matchesLink(3, 0));
+  EXPECT_TRUE(parseEmulation("").isOk());
+  EXPECT_TRUE(parseEmulation(";;").value().empty());
+}
+
+void expectError(const std::string& spec, const std::string& needle) {
+  auto r = parseEmulation(spec);
+  ASSERT_FALSE(r.isOk()) << spec;
+  EXPECT_EQ(r.status().code(), ncclInvalidArgument);
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("THESEUS_EMULATE rule"), std::string::npos) << r.status().message();
+}
+
+TEST(EmulationSyntax, BadRulesNameTheRuleAndTheProblem) {
+  expectError("throttle:0->1:10", "not a rate");
+  expectError("throttle:0->1:0%", "percentage");
+  expectError("throttle:0->1:150%", "percentage");
+  expectError("throttle:0-1:10%", "not a link");
+  expectError("throttle:1->1:10%", "to itself");
+  expectError("throttle:x->1:10%", "not a rank");
+  expectError("latency:0->1:5", "not a time");
+  expectError("latency:0->1:-5us", "not a time");
+  expectError("straggle:3", "expected <kind>");
+  expectError("slow:0->1:1ms", "unknown kind 'slow'");
+  expectError("straggle:3:1ms@seq=10-5", "empty");
+  expectError("straggle:3:1ms@when=1-2", "seq= or t=");
+  expectError("straggle:3:1ms@t=1-2s", "not a time");
+  expectError("latency:0->1:1us;throttle:0->1:x", "rule 2");
+}
+
+TEST(EmulationWindows, SeqAndTime) {
+  auto rules = parseEmulation("straggle:1:1ms@seq=10-20;straggle:*:2ms@t=0ms-50ms").take();
+  LinkEmulation emu(rules, 1, 4);
+  LinkEmulation other(rules, 2, 4);  // times count from each communicator's creation
+  emu.onCollective(5);
+  EXPECT_EQ(emu.straggleNs(), 2000000u);  // only the time window, which is open now
+  emu.onCollective(10);
+  EXPECT_EQ(emu.straggleNs(), 3000000u);
+  emu.onCollective(20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(emu.straggleNs(), 0u);
+  other.onCollective(12);
+  EXPECT_EQ(other.straggleNs(), 0u);  // rank 2 is not the straggler of rule 1, and the time window closed
+}
+
+// A receive connection whose messages all arrived long ago.
+class FakeRecv final : public RecvConnection {
+ public:
+  explicit FakeRecv(std::deque<size_t> sizes) : sizes_(std::move(sizes)) {}
+  Kind kind() const override { return Kind::kShm; }
+  int peer() const override { return 0; }
+  Status progress() override { return Status::ok(); }
+  bool tryPeek(RecvMessage* m) override {
+    if (sizes_.empty()) return false;
+    m->bytes = sizes_.front();
+    m->data = buf_.data();
+    return true;
+  }
+  void release() override { sizes_.pop_front(); }
+  std::vector<char> buf_ = std::vector<char>(1 << 20);
+  std::deque<size_t> sizes_;
+};
+
+// Drains the wrapped connection as the executor would (poll; consume with a memcpy; release).
+double drainSeconds(RecvConnection& c, int messages) {
+  std::vector<char> dst(1 << 20);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < messages;) {
+    RecvMessage m;
+    if (!c.tryPeek(&m)) continue;
+    memcpy(dst.data(), m.data, m.bytes);
+    c.release();
+    ++i;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(EmulationWire, AbsoluteRateBoundsThroughput) {
+  auto rules = parseEmulation("throttle:0->1:0.5GB/s").take();
+  LinkEmulation emu(rules, 1, 2);
+  auto c = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(40, 256 << 10)), 0);
+  double s = drainSeconds(*c, 40);  // 10 MiB at 0.5 GB/s: >= 21 ms
+  EXPECT_GE(s, 40.0 * (256 << 10) / 0.5e9 * 0.95);
+  EXPECT_LT(s, 2.0);
+}
+
+TEST(EmulationWire, PercentageSlowsTheLinkRelativeToItself) {
+  constexpr int kMessages = 200;
+  LinkEmulation plain(parseEmulation("latency:5->6:1us").take(), 1, 8);  // no rule for 0->1: not wrapped
+  auto inner = std::make_unique<FakeRecv>(std::deque<size_t>(kMessages, 256 << 10));
+  RecvConnection* raw = inner.get();
+  auto same = plain.wrapRecv(std::move(inner), 0);
+  EXPECT_EQ(same.get(), raw);
+  double base = drainSeconds(*same, kMessages);
+  LinkEmulation emu(parseEmulation("throttle:0->1:20%").take(), 1, 2);
+  auto slow = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(kMessages, 256 << 10)), 0);
+  double throttled = drainSeconds(*slow, kMessages);
+  // 20% means about 5x the time; allow for noise on a shared machine (and for the unthrottled first message).
+  EXPECT_GT(throttled, base * 2.5) << "base " << base << " s, throttled " << throttled << " s";
+}
+
+TEST(EmulationWire, LatencyDelaysEachMessageAndClampsIdleWaits) {
+  auto rules = parseEmulation("latency:0->1:3ms").take();
+  LinkEmulation emu(rules, 1, 2);
+  auto c = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(3, 64)), 0);
+  RecvMessage m;
+  EXPECT_FALSE(c->tryPeek(&m));  // seen now, visible in 3 ms
+  int64_t wait = emu.clampWaitUs(1000000);
+  EXPECT_GT(wait, 1000);
+  EXPECT_LE(wait, 3001);
+  EXPECT_EQ(emu.clampWaitUs(777), 777);  // nothing registered any more
+  double s = drainSeconds(*c, 3);
+  EXPECT_GE(s, 0.008);
+}
+
+TEST(EmulationWire, RulesOutsideTheirWindowDoNothing) {
+  auto rules = parseEmulation("throttle:0->1:1MB/s@seq=100-200").take();
+  LinkEmulation emu(rules, 1, 2);
+  emu.onCollective(5);
+  auto c = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(50, 1 << 20)), 0);
+  EXPECT_LT(drainSeconds(*c, 50), 1.0);  // 50 MiB at 1 MB/s would take 50 s
+}
+
+}  // namespace
+}  // namespace theseus::transport

@@ -1,0 +1,189 @@
+// One rank of the adaptive demo that `make run` starts (scripts/demo.sh, four
+// ranks under theseus-run). A training-like loop of allreduces over one
+// gradient buffer; THESEUS_EMULATE throttles a link for the middle part of the
+// run (the script sets it); rank 0 prints, per phase, the time per step and
+// the bus bandwidth, the link throughput rank 0 measured, every decision table
+// that took effect (at which collective, which schedule, and why), and a
+// one-line summary the script puts next to the other policy's.
+//
+// Usage (normally through scripts/demo.sh):
+//   theseus-demo [--bytes N] [--steps A,B,C] [--label text]
+//     --steps A,B,C  A healthy steps, then B steps with the link degraded, then C healed;
+//                    THESEUS_EMULATE's window should be seq=A-(A+B) to match
+// Environment: THESEUS_RANK/THESEUS_NRANKS (or RANK/WORLD_SIZE) and NCCL_COMM_ID.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "theseus/theseus.h"
+
+namespace {
+
+int envInt(const char* a, const char* b) {
+  const char* v = getenv(a);
+  if (v == nullptr) v = getenv(b);
+  if (v == nullptr) return -1;
+  char* end = nullptr;
+  long n = strtol(v, &end, 10);
+  return (*v != '\0' && *end == '\0' && n >= 0 && n < (1 << 20)) ? static_cast<int>(n) : -1;
+}
+
+bool ok(ncclResult_t r, const char* what, int rank) {
+  if (r == ncclSuccess) return true;
+  fprintf(stderr, "[rank %d] %s failed: %s (%s)\n", rank, what, ncclGetErrorString(r), ncclGetLastError(nullptr));
+  return false;
+}
+
+struct Options {
+  size_t bytes = 8 << 20;
+  int steps[3] = {30, 60, 40};
+  std::string label = "demo";
+};
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--bytes" && i + 1 < argc) {
+      o->bytes = strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--steps" && i + 1 < argc) {
+      if (sscanf(argv[++i], "%d,%d,%d", &o->steps[0], &o->steps[1], &o->steps[2]) != 3) return false;
+    } else if (a == "--label" && i + 1 < argc) {
+      o->label = argv[++i];
+    } else {
+      return false;
+    }
+  }
+  return o->bytes >= 1024 && o->steps[0] > 0 && o->steps[1] >= 0 && o->steps[2] > 0;
+}
+
+std::string text(ncclResult_t (*get)(ncclComm_t, char*, size_t, size_t*), ncclComm_t comm) {
+  size_t needed = 0;
+  if (get(comm, nullptr, 0, &needed) != ncclSuccess) return "";
+  std::string s(needed, '\0');
+  if (get(comm, s.data(), needed, &needed) != ncclSuccess) return "";
+  s.resize(needed - 1);
+  return s;
+}
+
+// A JSON string field of one decision-log line (the log is our own format: no escapes but \" and \\).
+std::string field(const std::string& line, const std::string& key) {
+  std::string pat = "\"" + key + "\":";
+  size_t p = line.find(pat);
+  if (p == std::string::npos) return "";
+  p += pat.size();
+  if (line[p] != '"') return line.substr(p, line.find_first_of(",}", p) - p);
+  std::string out;
+  for (++p; p < line.size() && line[p] != '"'; ++p) {
+    if (line[p] == '\\' && p + 1 < line.size()) ++p;
+    out += line[p];
+  }
+  return out;
+}
+
+// The allreduce schedule of the large-message range of one decision-log line.
+std::string allreduceSchedule(const std::string& line, size_t bytes) {
+  std::string best;
+  size_t pos = 0;
+  while ((pos = line.find("{\"collective\":\"allreduce\"", pos)) != std::string::npos) {
+    size_t end = line.find('}', pos);
+    std::string range = line.substr(pos, end - pos + 1);
+    unsigned long long lo = strtoull(field(range, "min").c_str(), nullptr, 10);
+    if (lo <= bytes) {
+      std::string params = field(range, "params");
+      best = field(range, "schedule") + (params.empty() ? "" : "(" + params + ")");
+    }
+    pos = end;
+  }
+  return best;
+}
+
+void printDecisions(ncclComm_t comm, size_t bytes) {
+  std::string log = text(theseusGetDecisionLog, comm);
+  printf("  decision tables that took effect (the same on every rank):\n");
+  std::string previous;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    std::string line = log.substr(start, end - start);
+    start = end == std::string::npos ? log.size() : end + 1;
+    std::string sched = allreduceSchedule(line, bytes);
+    std::string reason = field(line, "reason");
+    printf("    at collective #%-5s v%-3s allreduce %s%s%s\n      why: %s\n", field(line, "seq").c_str(),
+           field(line, "version").c_str(), previous.empty() ? "" : (previous + " -> ").c_str(), sched.c_str(),
+           previous == sched && !previous.empty() ? " (unchanged for this size)" : "", reason.c_str());
+    previous = sched;
+  }
+}
+
+double linkGbps(ncclComm_t comm, const char* name) {
+  double v = 0;
+  int set = 0;
+  if (theseusGetAttribute(comm, name, &v, &set) != ncclSuccess || !set) return -1;
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (!parse(argc, argv, &opt)) {
+    fprintf(stderr, "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--label text]\n");
+    return 2;
+  }
+  const int rank = envInt("THESEUS_RANK", "RANK");
+  const int nranks = envInt("THESEUS_NRANKS", "WORLD_SIZE");
+  if (rank < 0 || nranks < 2 || rank >= nranks || getenv("NCCL_COMM_ID") == nullptr) {
+    fprintf(stderr, "theseus-demo: set THESEUS_RANK, THESEUS_NRANKS (>= 2) and NCCL_COMM_ID (theseus-run does)\n");
+    return 2;
+  }
+  ncclUniqueId id;
+  ncclComm_t comm;
+  if (!ok(ncclGetUniqueId(&id), "ncclGetUniqueId", rank) ||
+      !ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank))
+    return 1;
+  const size_t count = opt.bytes / sizeof(float);
+  std::vector<float> grad(count, 1.0f);
+  const char* phaseName[3] = {"healthy", "degraded", "healed"};
+  double phaseSec[3] = {0, 0, 0};
+  double linkSeen[3] = {-1, -1, -1};
+  int step = 0;
+  for (int phase = 0; phase < 3; ++phase) {
+    for (int i = 0; i < opt.steps[phase]; ++i, ++step) {
+      for (float& g : grad) g = 1.0f;  // the "backward pass" writes fresh gradients
+      auto t0 = std::chrono::steady_clock::now();
+      if (!ok(ncclAllReduce(grad.data(), grad.data(), count, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce",
+              rank))
+        return 1;
+      phaseSec[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (grad[count / 2] != static_cast<float>(nranks)) {
+        fprintf(stderr, "[rank %d] step %d: wrong result %g\n", rank, step, grad[count / 2]);
+        return 1;
+      }
+    }
+    linkSeen[phase] = linkGbps(comm, "link.0.1.gbps");
+  }
+  if (rank == 0) {
+    printf("== %s: %d ranks, allreduce of %.1f MiB per step\n", opt.label.c_str(), nranks, opt.bytes / 1048576.0);
+    printf("  %-9s %-9s %12s %12s %18s\n", "phase", "steps", "ms/step", "busbw GB/s", "link 0->1 GB/s");
+    double busbw[3];
+    for (int p = 0; p < 3; ++p) {
+      int first = p == 0 ? 0 : (p == 1 ? opt.steps[0] : opt.steps[0] + opt.steps[1]);
+      double per = opt.steps[p] > 0 ? phaseSec[p] / opt.steps[p] : 0;
+      busbw[p] = per > 0 ? 2.0 * (nranks - 1) / nranks * double(opt.bytes) / per / 1e9 : 0;
+      char range[32];
+      snprintf(range, sizeof(range), "%d-%d", first, first + opt.steps[p] - 1);
+      char link[32] = "-";
+      if (linkSeen[p] >= 0) snprintf(link, sizeof(link), "%.2f", linkSeen[p]);
+      printf("  %-9s %-9s %12.1f %12.2f %18s\n", phaseName[p], range, per * 1e3, busbw[p], link);
+    }
+    printDecisions(comm, opt.bytes);
+    printf("SUMMARY %s %.3f %.3f %.3f\n", opt.label.c_str(), busbw[0], busbw[1], busbw[2]);
+    fflush(stdout);
+  }
+  if (!ok(ncclCommDestroy(comm), "ncclCommDestroy", rank)) return 1;
+  return 0;
+}
