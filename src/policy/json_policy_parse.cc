@@ -3,7 +3,9 @@
 // names the file, the rule (index and name) and the field.
 #include <sys/stat.h>
 
+#include <climits>
 #include <cstdarg>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -46,7 +48,9 @@ Result<uint64_t> parseSize(const std::string& text) {
   while (digits < text.size() && isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0) return invalidArgument("'%s' is not a size (expected e.g. 4096, \"64K\", \"1M\", \"inf\")",
                                           text.c_str());
-  uint64_t v = std::stoull(text.substr(0, digits));
+  if (digits > 19) return invalidArgument("'%s' is too large", text.c_str());
+  uint64_t v = strtoull(text.substr(0, digits).c_str(), nullptr, 10);
+  if (v == ULLONG_MAX) return invalidArgument("'%s' is too large", text.c_str());
   std::string suffix = text.substr(digits);
   int shift = 0;
   if (suffix.empty()) shift = 0;
@@ -74,12 +78,16 @@ class JsonPolicyParser {
   Result<double> number(const Json& v, double min, double max, const std::string& context);
   Status parseSettings(const Json& v, PolicySettings* s);
   Status parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r);
-  Status parseRange(const Json& v, const std::string& context, int* min, int* max);
-  Status parseCollectives(const Json& v, const std::string& context, Rule* r);
-  Status parseUse(const Json& v, const std::string& context, Rule* r);
-  Status parseOrder(const Json& v, const std::string& context, RuleUse* use);
+  // The rule's part of an error context ("rules[2] ('name')") and a field path in it.
+  static std::string field(const std::string& rule, const std::string& path) {
+    return (rule.empty() ? std::string() : rule + ": ") + "field '" + path + "'";
+  }
+  Status parseRange(const Json& v, const std::string& rule, const std::string& path, int* min, int* max);
+  Status parseCollectives(const Json& v, const std::string& rule, Rule* r);
+  Status parseUse(const Json& v, const std::string& rule, Rule* r);
+  Status parseOrder(const Json& v, const std::string& rule, RuleUse* use);
   Result<std::string> resolveSchedule(const std::string& name, const std::string& context);
-  Status checkUseServes(const std::string& context, bool listed, Rule* r);
+  Status checkUseServes(const std::string& rule, bool listed, Rule* r);
 
   std::string where_;
   std::string baseDir_;
@@ -152,7 +160,9 @@ Status JsonPolicyParser::parseSettings(const Json& v, PolicySettings* s) {
   return Status::ok();
 }
 
-Status JsonPolicyParser::parseRange(const Json& v, const std::string& context, int* min, int* max) {
+Status JsonPolicyParser::parseRange(const Json& v, const std::string& rule, const std::string& path, int* min,
+                                    int* max) {
+  const std::string context = field(rule, path);
   if (v.is_number_integer()) {
     TH_ASSIGN(int64_t exact, integer(v, 1, INT32_MAX, context));
     *min = *max = static_cast<int>(exact);
@@ -161,29 +171,30 @@ Status JsonPolicyParser::parseRange(const Json& v, const std::string& context, i
   if (!v.is_object()) return fail(context, "expected a count or {\"min\": n, \"max\": m} (got %s)", v.dump().c_str());
   TH_CHECK(checkKeys(v, {"min", "max"}, context));
   if (v.contains("min")) {
-    TH_ASSIGN(int64_t lo, integer(v["min"], 1, INT32_MAX, context + ".min"));
+    TH_ASSIGN(int64_t lo, integer(v["min"], 1, INT32_MAX, field(rule, path + ".min")));
     *min = static_cast<int>(lo);
   }
   if (v.contains("max")) {
-    TH_ASSIGN(int64_t hi, integer(v["max"], 1, INT32_MAX, context + ".max"));
+    TH_ASSIGN(int64_t hi, integer(v["max"], 1, INT32_MAX, field(rule, path + ".max")));
     *max = static_cast<int>(hi);
   }
   if (*min > *max) return fail(context, "min %d is larger than max %d", *min, *max);
   return Status::ok();
 }
 
-Status JsonPolicyParser::parseCollectives(const Json& v, const std::string& context, Rule* r) {
+Status JsonPolicyParser::parseCollectives(const Json& v, const std::string& rule, Rule* r) {
   if (v.is_string() && v.get<std::string>() == "all") {
     r->collectives = kAllCollectives;
     return Status::ok();
   }
   if (!v.is_array() || v.empty())
-    return fail(context, "expected \"all\" or a non-empty array of collective names (got %s)", v.dump().c_str());
+    return fail(field(rule, "collectives"), "expected \"all\" or a non-empty array of collective names (got %s)",
+                v.dump().c_str());
   r->collectives = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     schedule::Collective c;
     if (!v[i].is_string() || !schedule::parseCollective(v[i].get<std::string>(), &c))
-      return fail(context + "[" + std::to_string(i) + "]",
+      return fail(field(rule, "collectives[" + std::to_string(i) + "]"),
                   "%s is not a collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, "
                   "gather, scatter)", v[i].dump().c_str());
     r->collectives |= 1u << static_cast<unsigned>(c);
@@ -208,7 +219,8 @@ Result<std::string> JsonPolicyParser::resolveSchedule(const std::string& name, c
               "files are written as \"file:path.json\")", name.c_str(), builtins.c_str());
 }
 
-Status JsonPolicyParser::parseOrder(const Json& v, const std::string& context, RuleUse* use) {
+Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, RuleUse* use) {
+  const std::string context = field(rule, "use.order");
   if (v.is_string()) {
     std::string s = v.get<std::string>();
     if (s == "avoid_slow_links") use->order = RuleUse::Order::kAvoidSlowLinks;
@@ -222,7 +234,7 @@ Status JsonPolicyParser::parseOrder(const Json& v, const std::string& context, R
     return fail(context, "expected \"avoid_slow_links\", \"by_host\", \"identity\" or a non-empty array of ranks");
   std::vector<char> seen(v.size(), 0);
   for (size_t i = 0; i < v.size(); ++i) {
-    const std::string at = context + "[" + std::to_string(i) + "]";
+    const std::string at = field(rule, "use.order[" + std::to_string(i) + "]");
     TH_ASSIGN(int64_t r, integer(v[i], 0, static_cast<int64_t>(v.size()) - 1, at));
     if (seen[r]++) return fail(at, "rank %lld appears twice (the order must be a permutation)", static_cast<long long>(r));
     use->explicitOrder.push_back(static_cast<int>(r));
@@ -231,8 +243,9 @@ Status JsonPolicyParser::parseOrder(const Json& v, const std::string& context, R
   return Status::ok();
 }
 
-Status JsonPolicyParser::parseUse(const Json& v, const std::string& context, Rule* r) {
+Status JsonPolicyParser::parseUse(const Json& v, const std::string& rule, Rule* r) {
   RuleUse& use = r->use;
+  const std::string context = field(rule, "use");
   Json obj = v.is_string() ? Json{{"schedule", v}} : v;
   if (!obj.is_object()) return fail(context, "expected a schedule name or an object with \"schedule\"");
   TH_CHECK(checkKeys(obj, {"schedule", "order", "root", "channels", "bidirectional", "pipeline", "slice_bytes"},
@@ -245,49 +258,49 @@ Status JsonPolicyParser::parseUse(const Json& v, const std::string& context, Rul
   } else if (s.is_array() && !s.empty()) {
     for (size_t i = 0; i < s.size(); ++i) {
       if (!s[i].is_string())
-        return fail(context + ".schedule[" + std::to_string(i) + "]", "expected a schedule name (got %s)",
+        return fail(field(rule, "use.schedule[" + std::to_string(i) + "]"), "expected a schedule name (got %s)",
                     s[i].dump().c_str());
       names.push_back(s[i].get<std::string>());
     }
   } else {
-    return fail(context + ".schedule", "expected a schedule name or a non-empty array of names (got %s)",
+    return fail(field(rule, "use.schedule"), "expected a schedule name or a non-empty array of names (got %s)",
                 s.dump().c_str());
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    const std::string at = context + ".schedule" + (s.is_array() ? "[" + std::to_string(i) + "]" : "");
+    const std::string at = field(rule, "use.schedule" + (s.is_array() ? "[" + std::to_string(i) + "]" : std::string()));
     TH_ASSIGN(std::string resolved, resolveSchedule(names[i], at));
     use.schedules.push_back(std::move(resolved));
   }
-  if (obj.contains("order")) TH_CHECK(parseOrder(obj["order"], context + ".order", &use));
+  if (obj.contains("order")) TH_CHECK(parseOrder(obj["order"], rule, &use));
   if (obj.contains("root")) {
     const Json& root = obj["root"];
     if (root.is_string() && root.get<std::string>() == "straggler") {
       use.root = RuleUse::Root::kStraggler;
     } else {
       if (!root.is_number_integer())
-        return fail(context + ".root", "expected a rank or \"straggler\" (got %s)", root.dump().c_str());
-      TH_ASSIGN(int64_t rank, integer(root, 0, INT32_MAX - 1, context + ".root"));
+        return fail(field(rule, "use.root"), "expected a rank or \"straggler\" (got %s)", root.dump().c_str());
+      TH_ASSIGN(int64_t rank, integer(root, 0, INT32_MAX - 1, field(rule, "use.root")));
       use.root = RuleUse::Root::kRank;
       use.rootRank = static_cast<int>(rank);
     }
   }
   if (obj.contains("channels")) {
-    TH_ASSIGN(int64_t c, integer(obj["channels"], 1, schedule::ScheduleParams::kMaxChannels, context + ".channels"));
+    TH_ASSIGN(int64_t c, integer(obj["channels"], 1, schedule::ScheduleParams::kMaxChannels, field(rule, "use.channels")));
     use.channels = static_cast<int>(c);
   }
   if (obj.contains("bidirectional")) {
-    if (!obj["bidirectional"].is_boolean()) return fail(context + ".bidirectional", "expected true or false");
+    if (!obj["bidirectional"].is_boolean()) return fail(field(rule, "use.bidirectional"), "expected true or false");
     use.bidirectional = obj["bidirectional"].get<bool>();
   }
   if (obj.contains("pipeline")) {
     TH_ASSIGN(int64_t p, integer(obj["pipeline"], 1, schedule::ScheduleParams::kMaxPipelineChunks,
-                                 context + ".pipeline"));
+                                 field(rule, "use.pipeline")));
     use.pipeline = static_cast<int>(p);
   }
   if (obj.contains("slice_bytes")) {
-    TH_ASSIGN(use.sliceBytes, size(obj["slice_bytes"], context + ".slice_bytes"));
+    TH_ASSIGN(use.sliceBytes, size(obj["slice_bytes"], field(rule, "use.slice_bytes")));
     if (use.sliceBytes < 64 || use.sliceBytes > (uint64_t(1) << 30))
-      return fail(context + ".slice_bytes", "%llu is outside 64 bytes..1G", (unsigned long long)use.sliceBytes);
+      return fail(field(rule, "use.slice_bytes"), "%llu is outside 64 bytes..1G", (unsigned long long)use.sliceBytes);
   }
   return Status::ok();
 }
@@ -295,7 +308,8 @@ Status JsonPolicyParser::parseUse(const Json& v, const std::string& context, Rul
 // Every collective the rule lists must be served by one of its schedules with
 // the rule's parameters (checked by generating a small instance), and a rule
 // that lists none keeps only the collectives some schedule serves.
-Status JsonPolicyParser::checkUseServes(const std::string& context, bool listed, Rule* r) {
+Status JsonPolicyParser::checkUseServes(const std::string& rule, bool listed, Rule* r) {
+  const std::string context = field(rule, "use");
   const RuleUse& use = r->use;
   const int n = use.order == RuleUse::Order::kExplicit ? static_cast<int>(use.explicitOrder.size()) : 4;
   uint32_t served = 0;
@@ -310,7 +324,7 @@ Status JsonPolicyParser::checkUseServes(const std::string& context, bool listed,
       }
       if (!schedule::isBuiltin(name)) {
         auto handle = schedule::user::processRegistry().find(name);
-        if (!handle.isOk()) return fail(context + ".schedule", "%s", handle.status().message().c_str());
+        if (!handle.isOk()) return fail(field(rule, "use.schedule"), "%s", handle.status().message().c_str());
         if (handle.value()->info().collectives & bit) {
           served |= bit;
           break;
@@ -333,7 +347,7 @@ Status JsonPolicyParser::checkUseServes(const std::string& context, bool listed,
         served |= bit;
         break;
       }
-      if (listed && why.empty()) why = name + ": " + program.status().message();
+      if (listed && why.empty()) why = program.status().message();
     }
     if (listed && !(served & bit))
       return fail(context, "no schedule of this rule serves %s%s%s", schedule::collectiveName(c),
@@ -349,7 +363,7 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
   std::string context = "rules[" + std::to_string(index) + "]";
   if (!v.is_object()) return fail(context, "expected an object");
   if (v.contains("name")) {
-    if (!v["name"].is_string()) return fail(context + ": field 'name'", "expected a string");
+    if (!v["name"].is_string()) return fail(field(context, "name"), "expected a string");
     r->name = v["name"].get<std::string>();
     context += " ('" + r->name + "')";
   }
@@ -357,44 +371,44 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
                          "margin", "use"}, context));
   r->collectives = kAllCollectives;
   bool listed = v.contains("collectives");
-  if (listed) TH_CHECK(parseCollectives(v["collectives"], context + ": field 'collectives'", r));
+  if (listed) TH_CHECK(parseCollectives(v["collectives"], context, r));
   if (v.contains("collectives") && v["collectives"].is_string()) listed = false;
   if (v.contains("min_bytes")) {
-    TH_ASSIGN(r->minBytes, size(v["min_bytes"], context + ": field 'min_bytes'"));
+    TH_ASSIGN(r->minBytes, size(v["min_bytes"], field(context, "min_bytes")));
   }
   if (v.contains("max_bytes")) {
-    TH_ASSIGN(r->maxBytes, size(v["max_bytes"], context + ": field 'max_bytes'"));
+    TH_ASSIGN(r->maxBytes, size(v["max_bytes"], field(context, "max_bytes")));
   }
   if (r->minBytes > r->maxBytes)
-    return fail(context + ": field 'min_bytes'", "%llu is larger than max_bytes %llu", (unsigned long long)r->minBytes,
+    return fail(field(context, "min_bytes"), "%llu is larger than max_bytes %llu", (unsigned long long)r->minBytes,
                 (unsigned long long)r->maxBytes);
-  if (v.contains("ranks")) TH_CHECK(parseRange(v["ranks"], context + ": field 'ranks'", &r->minRanks, &r->maxRanks));
-  if (v.contains("nodes")) TH_CHECK(parseRange(v["nodes"], context + ": field 'nodes'", &r->minNodes, &r->maxNodes));
+  if (v.contains("ranks")) TH_CHECK(parseRange(v["ranks"], context, "ranks", &r->minRanks, &r->maxRanks));
+  if (v.contains("nodes")) TH_CHECK(parseRange(v["nodes"], context, "nodes", &r->minNodes, &r->maxNodes));
   if (v.contains("when")) {
-    if (!v["when"].is_string()) return fail(context + ": field 'when'", "expected a condition (a string)");
+    if (!v["when"].is_string()) return fail(field(context, "when"), "expected a condition (a string)");
     auto c = Condition::parse(v["when"].get<std::string>());
-    if (!c.isOk()) return fail(context + ": field 'when'", "%s", c.status().message().c_str());
+    if (!c.isOk()) return fail(field(context, "when"), "%s", c.status().message().c_str());
     r->when = c.take();
   }
   r->hold = defaults.hold;
   r->margin = defaults.margin;
   if (v.contains("hold")) {
-    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, context + ": field 'hold'"));
+    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, field(context, "hold")));
     r->hold = static_cast<int>(h);
   }
   if (v.contains("margin")) {
-    TH_ASSIGN(r->margin, number(v["margin"], 0, 10, context + ": field 'margin'"));
+    TH_ASSIGN(r->margin, number(v["margin"], 0, 10, field(context, "margin")));
   }
   if (!v.contains("use")) return fail(context, "field 'use' is missing");
-  TH_CHECK(parseUse(v["use"], context + ": field 'use'", r));
+  TH_CHECK(parseUse(v["use"], context, r));
   if (r->use.order == RuleUse::Order::kExplicit) {
     int n = static_cast<int>(r->use.explicitOrder.size());
     r->minRanks = std::max(r->minRanks, n);
     r->maxRanks = std::min(r->maxRanks, n);
     if (r->minRanks > r->maxRanks)
-      return fail(context + ": field 'use.order'", "lists %d ranks, outside the rule's rank range", n);
+      return fail(field(context, "use.order"), "lists %d ranks, outside the rule's rank range", n);
   }
-  return checkUseServes(context + ": field 'use'", listed, r);
+  return checkUseServes(context, listed, r);
 }
 
 // Cold path: the JSON library's exceptions end here.

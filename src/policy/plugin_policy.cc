@@ -302,7 +302,7 @@ Result<DecisionTable> PluginPolicy::convert(const theseusPolicyTable_v1_t& out) 
     Decision d;
     d.schedule = in.schedule;
     auto params = schedule::ScheduleParams::parse(in.params);
-    if (!params.isOk()) return params.status().withContext(where + ": params '" + in.params + "'");
+    if (!params.isOk()) return params.status().withContext(where);
     d.params = params.take();
     d.sliceBytes = in.slice_bytes;
     d.why = in.why[0] ? std::string(in.why) : "policy plugin '" + name_ + "'";

@@ -89,12 +89,15 @@ DecisionTable defaultTable(int nranks, int nnodes) {
   DecisionTable table;
   const uint64_t small = smallMessageBytes();
   for (schedule::Collective c : kCollectives) {
-    for (int cls = 0; cls < 2; ++cls) {
-      if (cls == 1 && small == UINT64_MAX) continue;
-      Choice choice = defaultChoice({c, cls, nranks, nnodes}, AlgoFilter::fromEnv());
-      Decision d{choice.schedule, choice.params, 0, "static choice"};
-      (void)table.add(c, cls == 0 ? 0 : small + 1, cls == 0 ? small : UINT64_MAX, std::move(d));
+    Choice low = defaultChoice({c, 0, nranks, nnodes}, AlgoFilter::fromEnv());
+    Choice high = defaultChoice({c, 1, nranks, nnodes}, AlgoFilter::fromEnv());
+    Decision lo{low.schedule, low.params, 0, "static choice"}, hi{high.schedule, high.params, 0, "static choice"};
+    if (lo == hi) {  // one range when both size classes choose alike
+      (void)table.add(c, 0, UINT64_MAX, std::move(lo));
+      continue;
     }
+    (void)table.add(c, 0, small, std::move(lo));
+    (void)table.add(c, small + 1, UINT64_MAX, std::move(hi));
   }
   return table;
 }

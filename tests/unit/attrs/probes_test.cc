@@ -1,0 +1,118 @@
+// ProbeSet: EWMAs, the small-transfer filter, publishing only what changed,
+// folding in cumulative transport counters, concurrent recorders.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "attrs/probes.h"
+
+namespace theseus::attrs {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+TEST(Ewma, FirstSampleThenWeightedSteps) {
+  Ewma e;
+  EXPECT_FALSE(e.hasValue());
+  e.add(10, 0.5, 1);
+  EXPECT_EQ(e.value(), 10);
+  e.add(20, 0.5, 2);
+  EXPECT_EQ(e.value(), 15);
+  e.add(15, 0.5, 3);
+  EXPECT_EQ(e.value(), 15);
+  EXPECT_EQ(e.updates(), 3u);
+  EXPECT_EQ(e.lastNs(), 3u);
+}
+
+TEST(ProbeSet, PublishesConventionalNames) {
+  ProbeSet p(1, 4, 0.5);
+  AttributeStore s(1);
+  p.recordTransfer(2, 4 * kMiB, 4 * kMiB);  // 1 byte/ns = 1 GB/s
+  p.recordLatency(2, 12.5);
+  p.recordWait(3, 250000);  // 250 us
+  p.recordCollective(2000000);
+  EXPECT_EQ(p.publish(s), 4u);
+  EXPECT_DOUBLE_EQ(s.get("link.1.2.gbps")->value, 1.0);
+  EXPECT_EQ(s.get("link.1.2.gbps")->source, Source::kProbe);
+  EXPECT_DOUBLE_EQ(s.get("link.1.2.latency_us")->value, 12.5);
+  EXPECT_DOUBLE_EQ(s.get("rank.3.wait_us")->value, 250);
+  EXPECT_DOUBLE_EQ(s.get("rank.1.coll_us")->value, 2000);
+  EXPECT_EQ(s.size(), 4u);
+  // Nothing changed: nothing is written again.
+  uint64_t gen = s.generation();
+  EXPECT_EQ(p.publish(s), 0u);
+  EXPECT_EQ(s.generation(), gen);
+  p.recordTransfer(2, 4 * kMiB, 2 * kMiB);  // 2 GB/s: EWMA 1.5
+  EXPECT_EQ(p.publish(s), 1u);
+  EXPECT_DOUBLE_EQ(s.get("link.1.2.gbps")->value, 1.5);
+}
+
+TEST(ProbeSet, IgnoresSmallTransfersBadPeersAndItself) {
+  ProbeSet p(0, 2, 0.5);
+  AttributeStore s(0);
+  p.recordTransfer(1, ProbeSet::kMinThroughputBytes - 1, 10);  // latency-bound: not a throughput sample
+  p.recordTransfer(1, kMiB, 0);
+  p.recordTransfer(0, kMiB, kMiB);
+  p.recordTransfer(2, kMiB, kMiB);
+  p.recordTransfer(-1, kMiB, kMiB);
+  p.recordLatency(5, 1);
+  p.recordWait(-3, 1);
+  EXPECT_EQ(p.publish(s), 0u);
+  EXPECT_EQ(s.size(), 0u);
+}
+
+TEST(ProbeSet, FoldsInCumulativePeerStats) {
+  ProbeSet p(0, 3, 1.0);  // weight 1: the latest sample
+  AttributeStore s(0);
+  transport::PeerStats st;
+  st.bytesSent = 8 * kMiB;
+  st.sendBusyNs = 4 * kMiB;
+  st.messagesReceived = 10;
+  st.recvWaitNs = 30000;
+  p.observePeerStats(1, st);
+  p.publish(s);
+  EXPECT_DOUBLE_EQ(s.get("link.0.1.gbps")->value, 2.0);
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 30);
+  // Only the difference counts; too few new bytes wait for more.
+  st.bytesSent += 1024;
+  st.sendBusyNs += 1024;
+  p.observePeerStats(1, st);
+  st.bytesSent += 4 * kMiB;
+  st.sendBusyNs += 8 * kMiB;
+  st.messagesReceived += 5;
+  st.recvWaitNs += 5000;
+  p.observePeerStats(1, st);
+  p.publish(s);
+  EXPECT_NEAR(s.get("link.0.1.gbps")->value, double(4 * kMiB + 1024) / double(8 * kMiB + 1024), 1e-12);
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 5);
+  // No new messages: no wait sample, even if the wait counter moved.
+  st.recvWaitNs += 99999;
+  p.observePeerStats(1, st);
+  p.publish(s);
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 5);
+  // Counters that went backwards (a new connection) restart the deltas without a sample.
+  transport::PeerStats fresh;
+  p.observePeerStats(1, fresh);
+  EXPECT_EQ(p.publish(s), 0u);
+}
+
+TEST(ProbeSet, ConcurrentRecordersNeverLoseTheValueRange) {
+  ProbeSet p(0, 2, 0.1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20000; ++i) p.recordTransfer(1, kMiB, kMiB / (t + 1));  // 1..4 GB/s
+    });
+  }
+  AttributeStore s(0);
+  for (int i = 0; i < 50; ++i) p.publish(s);
+  for (auto& th : threads) th.join();
+  p.publish(s);
+  double v = s.get("link.0.1.gbps")->value;
+  EXPECT_GE(v, 1.0);
+  EXPECT_LE(v, 4.0);
+}
+
+}  // namespace
+}  // namespace theseus::attrs

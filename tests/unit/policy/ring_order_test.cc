@@ -1,0 +1,133 @@
+// Orders from attributes: rings that avoid slow links (exact up to 12 ranks,
+// local search above), host grouping, straggler roots, link slowness.
+#include <gtest/gtest.h>
+
+#include "policy/ring_order.h"
+#include "policy_test_util.h"
+
+namespace theseus::policy {
+namespace {
+
+using namespace testing;
+
+std::vector<int> avoid(const PolicyInput& in, bool bidir = false) {
+  return avoidSlowLinksOrder(linkCosts(in, OrderOptions()), bidir, 0.5);
+}
+
+TEST(LinkCosts, SlownessFromThroughputPenaltyAndHealth) {
+  attrs::ClusterView v;
+  setRingLinks(v, 4, 10, 10 * kSec);
+  setLink(v, 1, 2, "gbps", 2, 10 * kSec);
+  setLink(v, 3, 0, "penalty", 3, 10 * kSec);
+  v.set("node.h1.nic.mlx5_0.healthy", 0, attrs::Source::kFile, 0, 10 * kSec);
+  PolicyInput in = input(v, 4, 10 * kSec, {0, 0, 1, 1});
+  LinkCosts c = linkCosts(in, OrderOptions());
+  EXPECT_DOUBLE_EQ(c.at(0, 1), 1.0);
+  EXPECT_DOUBLE_EQ(c.at(1, 0), 1.0);
+  EXPECT_GE(c.at(1, 2), 5.0);   // a fifth of the median, and between hosts with a bad NIC
+  EXPECT_DOUBLE_EQ(c.at(3, 0), 4.0);  // penalty 3, but host 1's NIC is down: at least 2 / 0.5
+  EXPECT_DOUBLE_EQ(c.at(2, 3), 1.0);  // inside host 1
+  EXPECT_DOUBLE_EQ(c.at(0, 2), 4.0);  // unmeasured, but to the host with the bad NIC
+  v.set("node.h1.healthy", 0, attrs::Source::kFile, 0, 10 * kSec);
+  EXPECT_DOUBLE_EQ(linkCosts(in, OrderOptions()).at(0, 3), LinkCosts::kUnusable);
+  // Stale measurements are ignored when a maximum age is set.
+  OrderOptions fresh;
+  fresh.maxAgeNs = kSec;
+  PolicyInput later = input(v, 4, 20 * kSec, {0, 0, 1, 1});
+  EXPECT_DOUBLE_EQ(linkCosts(later, fresh).at(1, 2), 1.0);
+}
+
+TEST(AvoidSlowLinks, HealthyClusterKeepsTheUsualRing) {
+  attrs::ClusterView v;
+  setRingLinks(v, 6, 10, kSec);
+  setLink(v, 2, 3, "gbps", 8, kSec);  // noise, not slow
+  PolicyInput in = input(v, 6, kSec);
+  EXPECT_EQ(avoid(in), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  // Ranks grouped by host, hosts in index order.
+  PolicyInput hosts = input(v, 6, kSec, {0, 1, 0, 1, 0, 1});
+  EXPECT_EQ(avoid(hosts), (std::vector<int>{0, 2, 4, 1, 3, 5}));
+}
+
+TEST(AvoidSlowLinks, ExactSearchAvoidsEverySlowLinkItCan) {
+  for (int n = 3; n <= kExactRanks; ++n) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    attrs::ClusterView v;
+    setRingLinks(v, n, 10, kSec);
+    setLink(v, 1, 2, "gbps", 1, kSec);
+    setLink(v, n - 1, 0, "gbps", 2, kSec);
+    PolicyInput in = input(v, n, kSec);
+    std::vector<int> order = avoid(in);
+    ASSERT_TRUE(isPermutation(order, n));
+    EXPECT_FALSE(ringUses(order, n, 1, 2));
+    EXPECT_FALSE(ringUses(order, n, n - 1, 0));
+  }
+}
+
+TEST(AvoidSlowLinks, BidirectionalRingsAvoidBothDirections) {
+  const int n = 5;
+  attrs::ClusterView v;
+  setRingLinks(v, n, 10, kSec);
+  setLink(v, 1, 2, "gbps", 1, kSec);
+  PolicyInput in = input(v, n, kSec);
+  std::vector<int> one = avoid(in, false), both = avoid(in, true);
+  EXPECT_FALSE(ringUses(one, n, 1, 2));
+  EXPECT_FALSE(ringUses(both, n, 1, 2));
+  EXPECT_FALSE(ringUses(both, n, 2, 1));
+}
+
+TEST(AvoidSlowLinks, ThreeRanksReverseTheRing) {
+  attrs::ClusterView v;
+  setRingLinks(v, 3, 10, kSec);
+  setLink(v, 0, 1, "gbps", 1, kSec);
+  std::vector<int> order = avoid(input(v, 3, kSec));
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
+  // Both directions slow: nothing avoids the pair, so the usual ring stays.
+  setLink(v, 1, 0, "gbps", 1, kSec);
+  EXPECT_EQ(avoid(input(v, 3, kSec), true), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(AvoidSlowLinks, PrefersFewHostCrossings) {
+  // Two hosts of three ranks; a slow link inside host 0 (0 -> 1).
+  attrs::ClusterView v;
+  setRingLinks(v, 6, 10, kSec);
+  setLink(v, 0, 1, "gbps", 1, kSec);
+  PolicyInput in = input(v, 6, kSec, {0, 0, 0, 1, 1, 1});
+  std::vector<int> order = avoid(in);
+  EXPECT_FALSE(ringUses(order, 6, 0, 1));
+  int crossings = 0;
+  for (int i = 0; i < 6; ++i) crossings += in.hostOf[order[i]] != in.hostOf[order[(i + 1) % 6]];
+  EXPECT_EQ(crossings, 2);
+}
+
+TEST(AvoidSlowLinks, LocalSearchForLargeRings) {
+  const int n = 40;
+  attrs::ClusterView v;
+  setRingLinks(v, n, 10, kSec);
+  const int slow[][2] = {{3, 4}, {17, 18}, {39, 0}, {25, 26}};
+  for (auto& s : slow) setLink(v, s[0], s[1], "gbps", 1, kSec);
+  PolicyInput in = input(v, n, kSec);
+  std::vector<int> order = avoid(in);
+  ASSERT_TRUE(isPermutation(order, n));
+  for (auto& s : slow) EXPECT_FALSE(ringUses(order, n, s[0], s[1])) << s[0] << "->" << s[1];
+  LinkCosts c = linkCosts(in, OrderOptions());
+  std::vector<int> identity(n);
+  for (int i = 0; i < n; ++i) identity[i] = i;
+  EXPECT_LT(ringCost(c, order, false, 0.5), ringCost(c, identity, false, 0.5));
+}
+
+TEST(Orders, StragglerAndRotation) {
+  attrs::ClusterView v;
+  v.set("rank.2.wait_us", 5000, attrs::Source::kProbe, 1, kSec);
+  v.set("rank.0.wait_us", 100, attrs::Source::kProbe, 1, kSec);
+  v.set("rank.9.wait_us", 90000, attrs::Source::kProbe, 1, kSec);  // not a rank of this communicator
+  PolicyInput in = input(v, 4, kSec);
+  EXPECT_EQ(slowestRank(in, 0), 2);
+  EXPECT_EQ(slowestRank(input(v, 4, 10 * kSec), kSec), -1);  // all stale
+  EXPECT_EQ(rootedOrder({0, 1, 2, 3}, 2), (std::vector<int>{2, 3, 0, 1}));
+  EXPECT_EQ(rootedOrder({3, 1, 0, 2}, 0), (std::vector<int>{0, 2, 3, 1}));
+  EXPECT_EQ(byHostOrder(5, {1, 0, 1, 0, 2}), (std::vector<int>{1, 3, 0, 2, 4}));
+  EXPECT_EQ(byHostOrder(3, {}), (std::vector<int>{0, 1, 2}));
+}
+
+}  // namespace
+}  // namespace theseus::policy

@@ -1,0 +1,188 @@
+// The shipped policies: the built-in static policy is policies/static.json and
+// reproduces default_selector's choices; policies/adaptive.json reacts to slow
+// links, unhealthy NICs and stragglers, and switches back when they recover.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "policy/default_selector.h"
+#include "policy_test_util.h"
+
+namespace theseus::policy {
+namespace {
+
+using namespace testing;
+using schedule::Collective;
+
+const Collective kAll[] = {Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
+                           Collective::kReduceScatter, Collective::kAllReduce, Collective::kAlltoAll,
+                           Collective::kScatter,   Collective::kGather};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(StaticPolicy, BuiltInTextIsTheShippedFile) {
+  EXPECT_EQ(readFile(THESEUS_SOURCE_DIR "/policies/static.json"), staticPolicyText())
+      << "policies/static.json and src/policy/static_policy.cc differ: update the compiled-in copy";
+}
+
+TEST(StaticPolicy, ReproducesTheDefaultSelector) {
+  auto builtIn = load("static");
+  auto file = load(THESEUS_SOURCE_DIR "/policies/static.json");
+  ASSERT_TRUE(builtIn.isOk()) << builtIn.status().message();
+  ASSERT_TRUE(file.isOk()) << file.status().message();
+  const uint64_t small = smallMessageBytes();
+  attrs::ClusterView v;
+  int checked = 0;
+  for (int n = 1; n <= 16; ++n) {
+    for (int nodes : {1, 2}) {
+      if (nodes > n) continue;
+      std::vector<int> hostOf;
+      if (nodes == 2)
+        for (int r = 0; r < n; ++r) hostOf.push_back(r < n / 2 ? 0 : 1);
+      auto t = evaluate(*builtIn.value(), input(v, n, kSec, hostOf));
+      ASSERT_TRUE(t.isOk()) << t.status().message();
+      auto f = evaluate(*file.value(), input(v, n, kSec, hostOf));
+      ASSERT_TRUE(f.isOk());
+      EXPECT_TRUE(t.value().sameDecisions(f.value()));
+      for (Collective c : kAll) {
+        for (uint64_t bytes : {uint64_t(0), uint64_t(1), small, small + 1, uint64_t(1) << 20, uint64_t(1) << 34}) {
+          Choice want = defaultChoice({c, sizeClass(bytes), n, nodes}, AlgoFilter::fromEnv());
+          const Decision* got = t.value().lookup(c, bytes);
+          ASSERT_NE(got, nullptr);
+          EXPECT_EQ(got->schedule, want.schedule) << schedule::collectiveName(c) << " n=" << n << " bytes=" << bytes;
+          EXPECT_EQ(got->params, want.params);
+          EXPECT_EQ(got->sliceBytes, 0u);
+          ++checked;
+        }
+      }
+      // And the default table (what the engine uses before any policy ran) agrees.
+      EXPECT_TRUE(t.value().sameDecisions(defaultTable(n, nodes))) << t.value().describe();
+    }
+  }
+  EXPECT_EQ(checked, 31 * 8 * 6);
+}
+
+class AdaptivePolicy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = load(THESEUS_SOURCE_DIR "/policies/adaptive.json");
+    ASSERT_TRUE(p.isOk()) << p.status().message();
+    policy_ = p.take();
+    staticTable_ = defaultTable(4, 1);
+  }
+  // One evaluation at time `now` (seconds); swaps like the leader loop does.
+  const DecisionTable& tick(int nranks = 4, std::vector<int> hostOf = {}) {
+    now_ += kSec / 2;
+    PolicyInput in = input(view_, nranks, now_, std::move(hostOf));
+    if (have_) {
+      in.current = &current_;
+      in.currentAgeNs = now_ - since_;
+    }
+    auto t = evaluate(*policy_, in);
+    EXPECT_TRUE(t.isOk()) << t.status().message();
+    if (t.isOk() && (!have_ || !t.value().sameDecisions(current_))) {
+      if (have_) ++swaps_;
+      current_ = t.take();
+      have_ = true;
+      since_ = now_;
+    }
+    return current_;
+  }
+  void healthyLinks(int n = 4) { setRingLinks(view_, n, 10, now_); }
+
+  std::unique_ptr<Policy> policy_;
+  attrs::ClusterView view_;
+  DecisionTable current_, staticTable_;
+  bool have_ = false;
+  uint64_t now_ = 100 * kSec, since_ = 0;
+  int swaps_ = 0;
+};
+
+TEST_F(AdaptivePolicy, HealthyClusterGetsTheStaticChoice) {
+  healthyLinks();
+  EXPECT_TRUE(sameChoices(tick(), staticTable_)) << current_.describe();
+  EXPECT_TRUE(sameChoices(tick(), staticTable_));
+  EXPECT_EQ(swaps_, 0);
+}
+
+TEST_F(AdaptivePolicy, SlowLinkThenRecovery) {
+  healthyLinks();
+  tick();
+  // Link 1 -> 2 drops to 10%: after 'hold' (2) evaluations large collectives ring around it.
+  setLink(view_, 1, 2, "gbps", 1, now_);
+  tick();
+  EXPECT_EQ(swaps_, 0);
+  const DecisionTable& t = tick();
+  EXPECT_EQ(swaps_, 1);
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
+    const Decision* d = t.lookup(c, 64 << 20);
+    EXPECT_EQ(d->schedule, "ring");
+    EXPECT_EQ(d->why, "rule 3 'slow or penalised link: ring around it'");
+    EXPECT_FALSE(ringUses(d->params.order, 4, 1, 2)) << d->toString();
+  }
+  EXPECT_TRUE(*t.lookup(Collective::kAllReduce, 1024) == *staticTable_.lookup(Collective::kAllReduce, 1024));
+  // The ring no longer measures 1 -> 2; the other links keep being measured.
+  // After max_age_ms (5 s) the stale value no longer counts and the policy
+  // returns to the static choice (a re-test of the link).
+  for (int i = 0; i < 8; ++i) {
+    healthyLinks();
+    setLink(view_, 1, 2, "gbps", 1, 100 * kSec + kSec);  // the old measurement, not refreshed
+    tick();
+  }
+  EXPECT_EQ(swaps_, 1);
+  for (int i = 0; i < 6; ++i) {
+    healthyLinks();
+    view_.set("link.1.2.gbps", 1, attrs::Source::kProbe, 1, 100 * kSec + kSec);
+    tick();
+  }
+  EXPECT_EQ(swaps_, 2);
+  EXPECT_TRUE(sameChoices(current_, staticTable_)) << current_.describe();
+}
+
+TEST_F(AdaptivePolicy, OperatorPenaltyAndUnhealthyNic) {
+  healthyLinks();
+  tick();
+  view_.set("link.2.3.penalty", 4, attrs::Source::kFile, 0, now_);
+  tick();
+  const DecisionTable& t = tick();
+  EXPECT_EQ(swaps_, 1);
+  EXPECT_FALSE(ringUses(t.lookup(Collective::kAllReduce, 1 << 30)->params.order, 4, 2, 3));
+  // Two hosts, one with a NIC down: hierarchical keeps traffic inside hosts, at every size.
+  view_.set("link.2.3.penalty", 1, attrs::Source::kFile, 0, now_);
+  view_.set("node.h1.nic.mlx5_0.healthy", 0, attrs::Source::kFile, 0, now_);
+  std::vector<int> hosts = {0, 0, 1, 1};
+  tick(4, hosts);
+  tick(4, hosts);
+  const DecisionTable& h = tick(4, hosts);
+  EXPECT_EQ(h.lookup(Collective::kAllReduce, 8)->schedule, "hierarchical");
+  EXPECT_EQ(h.lookup(Collective::kAllGather, 1 << 30)->schedule, "hierarchical");
+  EXPECT_NE(h.lookup(Collective::kReduceScatter, 1 << 30)->schedule, "hierarchical");
+}
+
+TEST_F(AdaptivePolicy, StragglerRootsAllreduceTrees) {
+  healthyLinks(6);
+  for (int r = 0; r < 6; ++r)
+    view_.set("rank." + std::to_string(r) + ".wait_us", r == 5 ? 8000 : 40, attrs::Source::kProbe, 0, now_);
+  tick(6);
+  tick(6);
+  const DecisionTable& t = tick(6);  // hold 2, then min_dwell_ms 1 s after the first table
+  EXPECT_EQ(swaps_, 1);
+  const Decision* d = t.lookup(Collective::kAllReduce, 1 << 20);
+  EXPECT_EQ(d->schedule, "double_binary_tree");
+  ASSERT_FALSE(d->params.order.empty());
+  EXPECT_EQ(d->params.order[0], 5);
+  // Recovered: back to the static choice after hold + dwell.
+  for (int r = 0; r < 6; ++r)
+    view_.set("rank." + std::to_string(r) + ".wait_us", 40, attrs::Source::kProbe, 0, now_);
+  for (int i = 0; i < 4; ++i) tick(6);
+  EXPECT_TRUE(sameChoices(current_, defaultTable(6, 1))) << current_.describe();
+}
+
+}  // namespace
+}  // namespace theseus::policy
