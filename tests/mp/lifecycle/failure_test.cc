@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,34 @@ TEST(Failure, AbortFromAnotherThreadUnblocksAStuckInit) {
     EXPECT_TRUE(r.allOk()) << mode << ": " << r.describe();
     EXPECT_LT(r.seconds, 30.0);
   }
+}
+
+// An operation waiting for a peer that never joins it ends when another thread aborts the communicator.
+THESEUS_RANK_FN(abort_stuck_op) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  if (ctx.rank == 1) {  // never takes part; leaves long after rank 0 is done
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    RANK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
+  std::vector<float> x(1024, 1.0f);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (ncclCommAbort(comm) != ncclSuccess) fprintf(stderr, "[rank 0] ncclCommAbort failed\n");
+  });
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr);
+  double took = secondsSince(start);
+  aborter.join();
+  RANK_CHECK(r != ncclSuccess);
+  RANK_CHECK(took < 3.0);  // ended by the abort, not by rank 1 leaving at 4 s
+  return 0;
+}
+
+TEST(Failure, AbortFromAnotherThreadUnblocksAStuckOperation) {
+  auto r = runRanks("abort_stuck_op", 2);
+  EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
 THESEUS_RANK_FN(finalize_destroy_rules) {

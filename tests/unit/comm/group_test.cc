@@ -177,6 +177,31 @@ TEST_F(GroupTest, ReleasesRunLastAndOpsOnAClosingCommAreRefused) {
   EXPECT_EQ(a->lifecycleState()->opsInFlight.load(), 0);
 }
 
+// An operation that waits until its communicator is aborted (like one whose peer never comes).
+Status waitForAbort(std::vector<CommOps>& work) {
+  auto end = Clock::now() + std::chrono::seconds(10);
+  while (!work[0].comm->abortFlag().isSet() && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return work[0].comm->abortFlag().isSet() ? remoteError("aborted") : internalError("never aborted");
+}
+
+TEST_F(GroupTest, AbortEndsARunningOperationBeforeReleasing) {
+  setOpsRunnersForTesting(waitForAbort, estimate);
+  CommConfig cfg;
+  auto st = newCommunicator(cfg);
+  Status opStatus;
+  std::thread worker([&] { opStatus = enqueueOp(st->comm, op(1)); });
+  while (st->opsInFlight.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = Clock::now();
+  EXPECT_TRUE(reclaim(st, /*abort=*/true).isOk());  // sets the flags, waits for the operation, releases
+  EXPECT_EQ(st->opsInFlight.load(), 0);
+  worker.join();
+  EXPECT_EQ(opStatus.code(), ncclRemoteError);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
+  EXPECT_FALSE(st->comm->handleIsValid());
+  EXPECT_EQ(reclaim(st, false).code(), ncclInvalidArgument) << "a second release is refused";
+}
+
 TEST_F(GroupTest, SimulateEndChecksTheStructAndCopiesBackOnlyItsSize) {
   EXPECT_EQ(groupSimulateEnd(nullptr).code(), ncclInvalidArgument);
   ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
