@@ -234,7 +234,7 @@ Status measure(ThreadCtx& t, const Case& c, bool inPlace, Measurement* m) {
   } else {
     m->algBw = m->busBw = 0;
   }
-  if (o.check > 0) {
+  if (o.check > 0 && (!inPlace || run.test.checksInPlace())) {
     double wrong = 0;
     for (int i = 0; i < o.check && wrong == 0; ++i) {
       std::vector<std::vector<double>> mine;

@@ -60,6 +60,9 @@ class CollectiveTest {
 
   // False where NCCL leaves the receive buffer undefined (non-roots of reduce/gather).
   virtual bool hasOutput(int rank, int root) const { return true; }
+  // False when the in-place form has no defined result: its half-row is timed
+  // but not checked (#wrong N/A), as in nccl-tests.
+  virtual bool checksInPlace() const { return true; }
   // The exact expected content of `rank`'s receive region (counts.recvCount elements).
   virtual void expected(const InputModel& inputs, int rank, int root, const CollCounts& counts,
                         void* out) const = 0;

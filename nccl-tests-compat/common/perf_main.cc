@@ -265,7 +265,7 @@ Status Runner::publishDevices(ThreadCtx& t) {
     deviceLines_.push_back(line.substr(line.find_first_not_of("# ")));
   }
   printf("#\n");
-  for (const std::string& h : tableHeader()) printf("%s\n", h.c_str());
+  for (const std::string& h : tableHeader(o().reportCpuTime)) printf("%s\n", h.c_str());
   fflush(stdout);
   return Status::ok();
 }

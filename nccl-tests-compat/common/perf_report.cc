@@ -20,12 +20,13 @@ std::string formatFloat(double value, int width) {
   return s;  // the exponent form is the shortest we have
 }
 
-std::vector<std::string> tableHeader() {
+std::vector<std::string> tableHeader(bool cputime) {
+  const char* time = cputime ? "cputime" : "time";
   return {
       strprintf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place", "",
                 "", "", "", ""),
       strprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count", "type",
-                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"),
+                "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong"),
       strprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)", "(elements)", "", "",
                 "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
   };

@@ -18,8 +18,9 @@ namespace theseus::perf {
 // whichever first fits in `width` characters.
 std::string formatFloat(double value, int width);
 
-// The three table header lines (out-of-place/in-place, column names, units).
-std::vector<std::string> tableHeader();
+// The three table header lines (out-of-place/in-place, column names, units);
+// with -C the time columns are called "cputime".
+std::vector<std::string> tableHeader(bool cputime = false);
 // "%12li  %12li  %8s  %6s  %6i": size (bytes), count, type, redop, root.
 std::string rowPrefix(size_t bytes, size_t count, const char* type, const char* op, int root);
 // "  time  algbw  busbw  #wrong" (wrong: std::nullopt prints N/A, as with -c 0).

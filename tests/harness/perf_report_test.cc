@@ -31,6 +31,7 @@ TEST(PerfReport, HeaderMatchesNcclTestsGolden) {
   for (size_t i = 0; i < h.size(); ++i) EXPECT_EQ(rstrip(h[i]), golden[i]) << "line " << i;
   // The column line is exactly nccl-tests' format, without trailing blanks.
   EXPECT_EQ(h[1], golden[1]);
+  EXPECT_EQ(tableHeader(true)[1].rfind("#       size         count      type   redop    root  cputime   algbw", 0), 0u);
 }
 
 TEST(PerfReport, RowColumnsLineUpWithTheHeader) {
