@@ -19,18 +19,23 @@
 // size never match). A malformed value is an ncclInvalidArgument at
 // communicator creation naming the rule and the problem.
 //
-// How it acts. Link rules wrap the *receiving* side of the link (the receive
-// connection of rank b from rank a): a message becomes visible to the
-// executor only when the emulated wire delivered it. The wire serves one
-// message at a time: message k, first seen at time s_k, is delivered at
-//   end_k = max(s_k, end_{k-1}) + service_k,  visible at end_k + latency
-// where service_k = bytes / rate for absolute rates, and
-// bytes * natural_ns_per_byte * (100/p - 1) for a percentage, natural_ns_per_byte
-// being a moving average of how long this receiver takes to consume a byte of
-// this link (so "10%" makes the link about ten times slower than it is,
-// whatever the machine). The sender sees the slow link as back-pressure: its
-// FIFO slots come back late. Straggle rules make the engine sleep (abortably)
-// before each collective of the straggling rank.
+// How it acts. A throttled link a->b is a wire at the *sender* (rank a): the
+// send connection to b accepts a message only when the emulated wire finished
+// the previous one, which it does
+//   service_k = bytes / rate                                  (absolute rates)
+//   service_k = bytes * natural_ns_per_byte * (100/p - 1)     (percentages)
+// after committing it. natural_ns_per_byte is what the link achieved before
+// the rule applied: per collective, the time from the sender's first attempt
+// to send on the link to its last message, per byte, as a moving average
+// learnt from the link's own traffic (emulation_transport.cc) — so "10%" makes
+// the link about ten times slower than it was, whatever the machine; a
+// percentage rule acts once the link carried one collective to learn from.
+// Because the data waits on the sender's side, both ends see what a slow link
+// looks like: the sender has data queued for b (its busy time, counted into
+// the link's transport counters while the wire holds it back) and b waits for
+// a's data. Latency rules act at the *receiver*: a message from a becomes
+// visible to b `time` after b first saw it. Straggle rules make the engine
+// sleep (abortably) before each collective of the straggling rank.
 //
 // Cost when off: nothing — without THESEUS_EMULATE no wrapper is installed
 // and the only checks are a null pointer test where connections are created,
@@ -45,6 +50,7 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/connection_stats.h"
 #include "transport/transport.h"
 
 namespace theseus::transport {
@@ -80,10 +86,15 @@ class LinkEmulation {
 
   // Engine: the collective about to be issued (window axis "seq").
   void onCollective(uint64_t seq) { seq_.store(seq, std::memory_order_relaxed); }
+  uint64_t currentSeq() const { return seq_.load(std::memory_order_relaxed); }
   // Engine: how long this rank should stall before the current collective (0: not at all).
   uint64_t straggleNs() const;
 
-  // Transport manager: the receive connection from `peer`, wrapped when a link rule names peer -> rank.
+  // Transport manager: the send connection to `peer`, wrapped when a throttle names rank -> peer
+  // (`counters`: the connection's, which get the time the wire holds data back as busy time).
+  std::unique_ptr<SendConnection> wrapSend(std::unique_ptr<SendConnection> inner, int peer,
+                                           ConnectionCounters* counters);
+  // Transport manager: the receive connection from `peer`, wrapped when a latency rule names peer -> rank.
   std::unique_ptr<RecvConnection> wrapRecv(std::unique_ptr<RecvConnection> inner, int peer);
   // Transport manager: shortens an idle wait so a held-back message is released on time.
   int64_t clampWaitUs(int64_t timeoutUs);

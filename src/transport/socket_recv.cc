@@ -133,7 +133,7 @@ class SocketRecvConnection final : public RecvConnection, public SocketWaitable 
   void addPollFds(std::vector<struct pollfd>* fds) override {
     if (!active_ || !error_.isOk()) return;
     for (uint32_t i = 0; i < fds_.size(); ++i)
-      if (canRead(i)) fds->push_back({fds_[i], POLLIN, 0});
+      if (!eof_[i] && canRead(i)) fds->push_back({fds_[i], POLLIN, 0});
   }
   bool settingUp() const override {
     return !active_ && error_.isOk() && !setup_->done.load(std::memory_order_acquire);
@@ -188,22 +188,41 @@ class SocketRecvConnection final : public RecvConnection, public SocketWaitable 
     fds_ = std::move(setup_->fds);
     setup_->fds.clear();
     cursors_.resize(fds_.size());
+    eof_.assign(fds_.size(), false);
     active_ = true;
     TH_INFO(log::kNet | log::kInit, "TCP connection from rank %d channel %d: %u socket(s), %zu x %zu-byte slots",
             p_.peer, p_.channel, nsocks_, slots_, slotBytes_);
   }
 
+  // Reads every socket, then decides whether an orderly close (EOF) of some
+  // sockets is fatal. A sender closes all its sockets after its last message,
+  // and the parts of that message may still be in flight on the other sockets,
+  // so EOF on one socket only stops that socket. It becomes an error when a
+  // closed socket still owes bytes (a truncated message), or when everything
+  // that was sent has arrived and the connection is closed (no more messages
+  // can come; complete ones are still delivered first, see progress()).
   void drive() {
     activate();
     if (!active_ || !error_.isOk()) return;
     for (uint32_t i = 0; i < fds_.size(); ++i) {
-      Status s = readSocket(i);
+      Status s = eof_[i] ? Status::ok() : readSocket(i);
       if (!s.isOk()) {
         error_ = s;
         TH_WARN("%s", s.message().c_str());
         return;
       }
     }
+    bool idle = true;  // no socket owes bytes of a started message
+    for (uint32_t i = 0; i < fds_.size(); ++i) {
+      bool owes = i == 0 ? (cursors_[0].off > 0 || cursors_[0].msg < parsed_) : cursors_[i].msg < parsed_;
+      if (owes && eof_[i]) {
+        error_ = ioError(IoResult::kClosed, 0, i).withContext("in the middle of a message");
+        TH_WARN("%s", error_.message().c_str());
+        return;
+      }
+      idle &= !owes;
+    }
+    if (eof_[0] && idle) error_ = ioError(IoResult::kClosed, 0, 0);
   }
 
   Status ioError(IoResult r, int err, uint32_t i) const {
@@ -256,6 +275,10 @@ class SocketRecvConnection final : public RecvConnection, public SocketWaitable 
       if (want > 0) {
         IoResult r = recvSome(fds_[i], dst, want, &n, &err);
         if (r == IoResult::kWouldBlock) return Status::ok();
+        if (r == IoResult::kClosed && err == 0) {
+          eof_[i] = true;  // orderly close: judged in drive()
+          return Status::ok();
+        }
         if (r != IoResult::kProgress) return ioError(r, err, i);
       }
       c.off += n;
@@ -283,6 +306,7 @@ class SocketRecvConnection final : public RecvConnection, public SocketWaitable 
   RingMemory ring_;
   std::vector<Meta> metas_;
   std::vector<Cursor> cursors_;
+  std::vector<bool> eof_;         // the sender closed this socket
   wire::MessageHeader header_{};  // header of message cursors_[0].msg while it is read
   uint64_t parsed_ = 0;           // headers validated (messages with a slot)
   uint64_t released_ = 0;

@@ -116,6 +116,7 @@ Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) 
     sockets_.push_back({h.waitable, peer, channel, false});
     socketCount_.fetch_add(1);
   }
+  if (emulation_) conn = emulation_->wrapSend(std::move(conn), peer, &sendCounters_[idx]);
   SendConnection* raw = conn.get();
   ownedSend_.push_back(std::move(conn));
   send_[idx].store(raw, std::memory_order_release);
