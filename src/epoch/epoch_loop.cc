@@ -59,9 +59,16 @@ void runPrepare(Shared& s) {
 
 // Every rank: probes -> attribute store -> snapshot to the leader when something changed.
 void shipAttributes(Shared& s) {
-  if (s.transports != nullptr)
-    for (int p = 0; p < s.nranks; ++p)
-      if (p != s.rank) s.probes->observePeerStats(p, s.transports->stats(p));
+  if (s.transports != nullptr) {
+    for (int p = 0; p < s.nranks; ++p) {
+      if (p == s.rank) continue;
+      transport::PeerStats st = s.transports->stats(p);
+      TH_TRACE(log::kAttrs, "rank %d -> %d: %llu B sent, busy %.1f ms; %llu B received, waited %.1f ms", s.rank, p,
+               static_cast<unsigned long long>(st.bytesSent), st.sendBusyNs / 1e6,
+               static_cast<unsigned long long>(st.bytesReceived), st.recvWaitNs / 1e6);
+      s.probes->observePeerStats(p, st);
+    }
+  }
   s.probes->publish(*s.store);
   s.hostProbes->poll(*s.store);
   auto polled = s.external->poll(*s.store);
@@ -75,23 +82,34 @@ void shipAttributes(Shared& s) {
   else TH_INFO(log::kAttrs, "rank %d: attribute snapshot not shipped: %s", s.rank, st.message().c_str());
 }
 
-// "allreduce [32769, inf]: ring -> ring(order=0,2,1,3) (rule 'x')", for the first few ranges that differ.
+// What changed between two tables, grouped: "allreduce, allgather [32769, inf]:
+// ring -> ring(order=0,2,1,3) (rule 3 'x')", allreduce first, a few groups at most.
 std::string describeChange(const policy::DecisionTable& from, const policy::DecisionTable& to) {
-  std::string out;
-  int shown = 0;
-  for (int c = 0; c < policy::DecisionTable::kCollectives && shown < 3; ++c) {
-    auto coll = static_cast<schedule::Collective>(c);
-    for (const auto& r : to.ranges(coll)) {
-      const policy::Decision* old = from.lookup(coll, r.minBytes);
+  using schedule::Collective;
+  static constexpr Collective kOrder[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                                          Collective::kBroadcast, Collective::kReduce,    Collective::kAlltoAll,
+                                          Collective::kGather,    Collective::kScatter};
+  struct Group {
+    std::string what, colls;
+  };
+  std::vector<Group> groups;
+  for (Collective c : kOrder) {
+    for (const auto& r : to.ranges(c)) {
+      const policy::Decision* old = from.lookup(c, r.minBytes);
       if (old != nullptr && *old == r.decision) continue;
-      if (shown++ == 3) break;
-      out += (out.empty() ? "" : "; ") + std::string(schedule::collectiveName(coll)) + " [" +
-             std::to_string(r.minBytes) + ", " + (r.maxBytes == UINT64_MAX ? "inf" : std::to_string(r.maxBytes)) +
-             "]: " + (old ? old->toString() : std::string("default")) + " -> " + r.decision.toString();
-      if (!r.decision.why.empty()) out += " (" + r.decision.why + ")";
+      std::string what = "[" + std::to_string(r.minBytes) + ", " +
+                         (r.maxBytes == UINT64_MAX ? std::string("inf") : std::to_string(r.maxBytes)) + "]: " +
+                         (old ? old->toString() : std::string("default")) + " -> " + r.decision.toString();
+      if (!r.decision.why.empty()) what += " (" + r.decision.why + ")";
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.what == what; });
+      if (g == groups.end()) groups.push_back({what, schedule::collectiveName(c)});
+      else g->colls += std::string(", ") + schedule::collectiveName(c);
     }
   }
-  return out;
+  std::string out;
+  for (size_t i = 0; i < groups.size() && i < 4; ++i) out += (i ? "; " : "") + groups[i].colls + " " + groups[i].what;
+  if (groups.size() > 4) out += "; and " + std::to_string(groups.size() - 4) + " more";
+  return out.empty() ? "no decision changed" : out;
 }
 
 void propose(Shared& s, policy::DecisionTable t, const std::string& reason, Outbox* out) {
@@ -115,6 +133,9 @@ void evaluatePolicy(Shared& s, Outbox* out) {
   if (s.participant != nullptr) in.sizes = s.participant->recentSizes();
   in.current = &s.leader->committedTable();
   in.currentAgeNs = in.nowNs - s.committedAtNs;
+  if (log::enabled(log::Level::kTrace, log::kPolicy))
+    TH_TRACE(log::kPolicy, "epoch leader: evaluating policy '%s' over\n%s", s.policy->name().c_str(),
+             s.view.describe(in.nowNs).c_str());
   auto t = policy::evaluate(*s.policy, in);
   if (!t.isOk()) {
     if (t.status().message() != s.lastPolicyError) {
@@ -127,6 +148,8 @@ void evaluatePolicy(Shared& s, Outbox* out) {
   s.lastPolicyError.clear();
   if (t.value().sameDecisions(s.leader->committedTable())) return;
   std::string reason = "policy '" + s.policy->name() + "': " + describeChange(s.leader->committedTable(), t.value());
+  TH_INFO(log::kPolicy, "epoch leader: policy '%s' wants a new table; the attributes it saw:\n%s",
+          s.policy->name().c_str(), s.view.describe(in.nowNs).c_str());
   propose(s, t.take(), reason, out);
 }
 

@@ -200,8 +200,8 @@ TEST_P(EpochStress, AllRanksSwapAtTheSameCollectiveAndResultsAreRight) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, EpochStress,
-                         ::testing::Values(StressParam{2, 3000, 5}, StressParam{3, 2000, 7}, StressParam{4, 2000, 6},
-                                           StressParam{5, 1200, 9}, StressParam{8, 800, 8}),
+                         ::testing::Values(StressParam{2, 2400, 5}, StressParam{3, 1600, 7}, StressParam{4, 1600, 6},
+                                           StressParam{5, 1000, 9}, StressParam{8, 640, 8}),
                          [](const auto& info) { return std::to_string(info.param.nranks) + "ranks"; });
 
 }  // namespace

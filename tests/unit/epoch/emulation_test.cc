@@ -108,42 +108,105 @@ class FakeRecv final : public RecvConnection {
   std::deque<size_t> sizes_;
 };
 
-// Drains the wrapped connection as the executor would (poll; consume with a memcpy; release).
-double drainSeconds(RecvConnection& c, int messages) {
-  std::vector<char> dst(1 << 20);
+// A send connection to a receiver that takes everything at once.
+class FakeSend final : public SendConnection {
+ public:
+  Kind kind() const override { return Kind::kShm; }
+  int peer() const override { return 1; }
+  size_t slotBytes() const override { return buf_.size(); }
+  bool tryAcquire(SendSlot* s) override {
+    s->data = buf_.data();
+    s->capacity = buf_.size();
+    return true;
+  }
+  uint64_t commitInline(size_t, uint32_t) override { return ++tickets_; }
+  bool canSendDirect(const void*, size_t) const override { return false; }
+  uint64_t commitDirect(const void*, size_t, uint32_t) override { return ++tickets_; }
+  bool consumed(uint64_t) const override { return true; }
+  Status progress() override { return Status::ok(); }
+  std::vector<char> buf_ = std::vector<char>(1 << 20);
+  uint64_t tickets_ = 0;
+};
+
+// Sends `messages` of `bytes` as the executor would (acquire, fill, commit), spending
+// `usPerMessage` extra on each (a slow sender, a loaded CPU). Returns seconds.
+double sendAll(SendConnection& c, int messages, size_t bytes, int usPerMessage = 0) {
+  std::vector<char> src(bytes, 7);
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < messages;) {
-    RecvMessage m;
-    if (!c.tryPeek(&m)) continue;
-    memcpy(dst.data(), m.data, m.bytes);
-    c.release();
+    SendSlot slot;
+    if (!c.tryAcquire(&slot)) continue;
+    memcpy(slot.data, src.data(), bytes);
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(usPerMessage);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    c.commitInline(bytes, 0);
     ++i;
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-TEST(EmulationWire, AbsoluteRateBoundsThroughput) {
-  auto rules = parseEmulation("throttle:0->1:0.5GB/s").take();
-  LinkEmulation emu(rules, 1, 2);
-  auto c = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(40, 256 << 10)), 0);
-  double s = drainSeconds(*c, 40);  // 10 MiB at 0.5 GB/s: >= 21 ms
-  EXPECT_GE(s, 40.0 * (256 << 10) / 0.5e9 * 0.95);
+TEST(EmulationWire, ThrottlesWrapTheSenderLatenciesTheReceiver) {
+  LinkEmulation emu(parseEmulation("throttle:0->1:1GB/s;latency:2->1:1us").take(), 1, 3);
+  auto recvFrom0 = std::make_unique<FakeRecv>(std::deque<size_t>{});
+  RecvConnection* raw = recvFrom0.get();
+  EXPECT_EQ(emu.wrapRecv(std::move(recvFrom0), 0).get(), raw);  // a throttle acts at the sender
+  auto recvFrom2 = std::make_unique<FakeRecv>(std::deque<size_t>{});
+  raw = recvFrom2.get();
+  EXPECT_NE(emu.wrapRecv(std::move(recvFrom2), 2).get(), raw);
+  ConnectionCounters counters;
+  auto sendTo0 = std::make_unique<FakeSend>();
+  SendConnection* sraw = sendTo0.get();
+  EXPECT_EQ(emu.wrapSend(std::move(sendTo0), 0, &counters).get(), sraw);  // rank 1 sends to 0 unthrottled
+  LinkEmulation sender(parseEmulation("throttle:0->1:1GB/s").take(), 0, 3);
+  auto sendTo1 = std::make_unique<FakeSend>();
+  sraw = sendTo1.get();
+  EXPECT_NE(sender.wrapSend(std::move(sendTo1), 1, &counters).get(), sraw);
+}
+
+TEST(EmulationWire, AbsoluteRateBoundsThroughputAndCountsBusyTime) {
+  LinkEmulation emu(parseEmulation("throttle:0->1:0.5GB/s").take(), 0, 2);
+  ConnectionCounters counters;
+  auto c = emu.wrapSend(std::make_unique<FakeSend>(), 1, &counters);
+  double s = sendAll(*c, 40, 256 << 10);  // 10 MiB at 0.5 GB/s: >= 20 ms for the 39 waits
+  EXPECT_GE(s, 39.0 * (256 << 10) / 0.5e9 * 0.95);
   EXPECT_LT(s, 2.0);
+  SendSlot slot;
+  while (!c->tryAcquire(&slot)) {
+  }
+  double busy = counters.timeNs.load() / 1e9;
+  EXPECT_GE(busy, s * 0.8) << "the wire held data back for most of the time";
+  EXPECT_LE(busy, s * 1.05 + 0.01);
 }
 
 TEST(EmulationWire, PercentageSlowsTheLinkRelativeToItself) {
-  constexpr int kMessages = 200;
-  LinkEmulation plain(parseEmulation("latency:5->6:1us").take(), 1, 8);  // no rule for 0->1: not wrapped
-  auto inner = std::make_unique<FakeRecv>(std::deque<size_t>(kMessages, 256 << 10));
-  RecvConnection* raw = inner.get();
-  auto same = plain.wrapRecv(std::move(inner), 0);
-  EXPECT_EQ(same.get(), raw);
-  double base = drainSeconds(*same, kMessages);
-  LinkEmulation emu(parseEmulation("throttle:0->1:20%").take(), 1, 2);
-  auto slow = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(kMessages, 256 << 10)), 0);
-  double throttled = drainSeconds(*slow, kMessages);
-  // 20% means about 5x the time; allow for noise on a shared machine (and for the unthrottled first message).
+  // A rule active from the start: the first collective on the link is learnt from, the next ones are throttled.
+  LinkEmulation emu(parseEmulation("throttle:0->1:20%").take(), 0, 2);
+  ConnectionCounters counters;
+  auto c = emu.wrapSend(std::make_unique<FakeSend>(), 1, &counters);
+  emu.onCollective(0);
+  double base = sendAll(*c, 100, 256 << 10);
+  emu.onCollective(1);
+  double throttled = sendAll(*c, 100, 256 << 10);
+  // 20% means about 5x the time; allow for noise on a shared machine.
   EXPECT_GT(throttled, base * 2.5) << "base " << base << " s, throttled " << throttled << " s";
+}
+
+TEST(EmulationWire, PercentageIsRelativeToWhatTheLinkAchievedBefore) {
+  // The link moves a 64 KiB message every ~200 us (the sender's pace), far below memcpy speed;
+  // 25% of that is one message per ~800 us once the window opens.
+  LinkEmulation emu(parseEmulation("throttle:0->1:25%@seq=1-").take(), 0, 2);
+  ConnectionCounters counters;
+  auto c = emu.wrapSend(std::make_unique<FakeSend>(), 1, &counters);
+  emu.onCollective(0);
+  double before = sendAll(*c, 60, 64 << 10, 200);
+  emu.onCollective(1);
+  double during = sendAll(*c, 60, 64 << 10, 200);
+  emu.onCollective(0);  // (the axis moves back only in this test: the estimate stayed frozen meanwhile)
+  double after = sendAll(*c, 10, 64 << 10, 200);
+  EXPECT_GT(during, before * 2.5) << "before " << before << " s, during " << during << " s";
+  EXPECT_LT(during, before * 30) << "the estimate must not run away: before " << before << " s, during " << during;
+  EXPECT_LT(after, during / 60 * 10 * 0.6);
 }
 
 TEST(EmulationWire, LatencyDelaysEachMessageAndClampsIdleWaits) {
@@ -156,16 +219,34 @@ TEST(EmulationWire, LatencyDelaysEachMessageAndClampsIdleWaits) {
   EXPECT_GT(wait, 1000);
   EXPECT_LE(wait, 3001);
   EXPECT_EQ(emu.clampWaitUs(777), 777);  // nothing registered any more
-  double s = drainSeconds(*c, 3);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3;) {
+    if (!c->tryPeek(&m)) continue;
+    c->release();
+    ++i;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(s, 0.008);
 }
 
 TEST(EmulationWire, RulesOutsideTheirWindowDoNothing) {
-  auto rules = parseEmulation("throttle:0->1:1MB/s@seq=100-200").take();
-  LinkEmulation emu(rules, 1, 2);
-  emu.onCollective(5);
-  auto c = emu.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(50, 1 << 20)), 0);
-  EXPECT_LT(drainSeconds(*c, 50), 1.0);  // 50 MiB at 1 MB/s would take 50 s
+  auto rules = parseEmulation("throttle:0->1:1MB/s@seq=100-200;latency:0->1:1s@seq=100-200").take();
+  LinkEmulation sender(rules, 0, 2);
+  LinkEmulation receiver(rules, 1, 2);
+  sender.onCollective(5);
+  receiver.onCollective(5);
+  ConnectionCounters counters;
+  auto s = sender.wrapSend(std::make_unique<FakeSend>(), 1, &counters);
+  EXPECT_LT(sendAll(*s, 50, 1 << 20), 1.0);  // 50 MiB at 1 MB/s would take 50 s
+  auto r = receiver.wrapRecv(std::make_unique<FakeRecv>(std::deque<size_t>(5, 64)), 0);
+  std::vector<char> dst(1 << 20);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) {
+    RecvMessage m;
+    ASSERT_TRUE(r->tryPeek(&m));
+    r->release();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
 }
 
 }  // namespace
