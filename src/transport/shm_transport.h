@@ -56,7 +56,7 @@ struct ShmDomainParams {
   int nLocal = 1;
   int nChannels = 1;
   uint32_t slots = 8;
-  size_t slotBytes = 256 << 10;
+  size_t slotBytes = 128 << 10;
 };
 
 struct ShmPeerInfo {

@@ -78,10 +78,10 @@ struct SocketParams {
   int rank = 0;          // this rank
   int peer = 0;
   int channel = 0;
-  uint32_t slots = 8;
-  size_t slotBytes = 512 << 10;
+  uint32_t slots = 16;
+  size_t slotBytes = 128 << 10;
   uint32_t nsocks = 1;
-  size_t stripeMinBytes = 256 << 10;
+  size_t stripeMinBytes = 64 << 10;
   int sendBuf = -1;
   int recvBuf = -1;
 };

@@ -15,7 +15,7 @@ const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
                             "hosts) or 'socket' (TCP everywhere)");
 const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
 const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
-const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 256 << 10,
+const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 128 << 10,
                             "Bytes per shared-memory FIFO slot, rounded up to 4 KiB: the largest inline message (wins over "
                             "NCCL_BUFFSIZE)");
 const IntKnob kBuffSize("NCCL_BUFFSIZE", -1,
@@ -29,8 +29,8 @@ const IntKnob kRegionCache("THESEUS_SHM_REGION_CACHE", 64,
                            "for zero-copy receives; least recently used ones are unmapped beyond this");
 const BoolKnob kShmDirect("THESEUS_SHM_DIRECT", true,
                           "Send peer-mappable memory (ncclMemAlloc buffers, shared scratch) zero-copy over shm");
-const IntKnob kSocketSlots("THESEUS_SOCKET_SLOTS", 8, "Slots per TCP connection ring (send and receive side)");
-const IntKnob kSocketSlotBytes("THESEUS_SOCKET_SLOT_BYTES", 512 << 10,
+const IntKnob kSocketSlots("THESEUS_SOCKET_SLOTS", 16, "Slots per TCP connection ring (send and receive side)");
+const IntKnob kSocketSlotBytes("THESEUS_SOCKET_SLOT_BYTES", 128 << 10,
                                "Bytes per TCP ring slot, rounded up to 4 KiB: the largest message on a socket connection");
 const IntKnob kSocketNsocks("THESEUS_SOCKET_NSOCKS", -1,
                             "TCP sockets per peer, channel and direction; large messages are striped across them "
@@ -38,7 +38,7 @@ const IntKnob kSocketNsocks("THESEUS_SOCKET_NSOCKS", -1,
 const IntKnob kSocketThreads("NCCL_SOCKET_NTHREADS", -2,
                              "With NCCL_NSOCKS_PERTHREAD: sockets per connection = product (threads are not used)");
 const IntKnob kSocketsPerThread("NCCL_NSOCKS_PERTHREAD", -2, "See NCCL_SOCKET_NTHREADS");
-const IntKnob kStripeMin("THESEUS_SOCKET_STRIPE_MIN_BYTES", 256 << 10,
+const IntKnob kStripeMin("THESEUS_SOCKET_STRIPE_MIN_BYTES", 64 << 10,
                          "Messages at least this large are striped across the sockets of a connection");
 const IntKnob kSndBuf("NCCL_SOCKET_SNDBUF", -1, "SO_SNDBUF of data sockets in bytes (-1: kernel autotuning)");
 const IntKnob kRcvBuf("NCCL_SOCKET_RCVBUF", -1, "SO_RCVBUF of data sockets in bytes (-1: kernel autotuning)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transport/shared_memory_registry.h"
+#include "transport/transport_config.h"
 #include "transport_test_util.h"
 
 namespace theseus::testing {
@@ -72,7 +73,7 @@ TEST(ShmTransport, FifoKeepsOrderTagsAndSizes) {
     } else {
       auto c = m.recvConnection(0, 0);
       ASSERT_TRUE(c.isOk()) << c.status().message();
-      size_t slotBytes = 256 << 10;
+      size_t slotBytes = transport::readTransportConfig().value().shmSlotBytes;
       std::vector<unsigned char> expect(slotBytes);
       for (int i = 0; i < kMessages; ++i) {
         RecvMessage msg;

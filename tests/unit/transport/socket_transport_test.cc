@@ -28,6 +28,7 @@ void streamMessages(int nsocks, int messages, size_t maxBytes) {
   EnvGuard a("THESEUS_SOCKET_NSOCKS", ns.c_str());
   EnvGuard b("THESEUS_SOCKET_STRIPE_MIN_BYTES", "64K");
   EnvGuard c("THESEUS_SOCKET_SLOTS", "4");
+  EnvGuard d("THESEUS_SOCKET_SLOT_BYTES", "512K");
   auto world = FakeWorld::create(2, kTwoHosts);
   ASSERT_NE(world, nullptr);
   runThreads(2, [&](int r) {
@@ -171,6 +172,7 @@ void flushThenClose(const char* nsocks) {
   EnvGuard g("THESEUS_SOCKET_SLOTS", "16");
   EnvGuard n("THESEUS_SOCKET_NSOCKS", nsocks);
   EnvGuard m("THESEUS_SOCKET_STRIPE_MIN_BYTES", "64K");
+  EnvGuard b("THESEUS_SOCKET_SLOT_BYTES", "512K");
   auto world = FakeWorld::create(2, kTwoHosts);
   constexpr int kMessages = 16;
   std::atomic<bool> destroying{false};
