@@ -104,6 +104,7 @@ Result<Program> verifiedProgram(const Source& src, const GenerateRequest& req) {
   Result<Program> p = src.generate(req);
   if (!p.isOk()) return p.status();
   Status st = schedule::verifyProgram(p.value());
+  if (st.isOk()) st = schedule::user::checkRunnable(p.value());
   if (!st.isOk()) return st;
   return p;
 }

@@ -132,6 +132,7 @@ Result<std::shared_ptr<FixedSchedule>> FixedSchedule::create(ScheduleInfo info, 
       std::vector<std::vector<uint32_t>> kept;
       Program checked = fp.program.inPlace ? dropInPlaceNoops(fp.program, &kept) : fp.program;
       Status st = verifyProgram(checked);
+      if (st.isOk()) st = checkRunnable(checked);
       if (!st.isOk()) {
         std::string msg = locateInMessage(st.message(), fp, fp.program.inPlace ? &kept : nullptr);
         if (fp.origin.empty()) return invalidArgument("%s: %s", info.path.c_str(), msg.c_str());

@@ -227,7 +227,9 @@ bool supports(const std::string& name, Collective c, int nranks) {
 
 Result<Program> generate(const std::string& name, const GenerateRequest& req) {
   TH_ASSIGN(ScheduleHandle s, processRegistry().find(name));
-  return s->generate(req);
+  TH_ASSIGN(Program p, s->generate(req));
+  TH_CHECK(checkRunnable(p));
+  return p;
 }
 
 }  // namespace theseus::schedule::user

@@ -111,6 +111,14 @@ bool supports(const std::string& name, Collective c, int nranks);
 // req.nranks / req.inPlace / req.root, or calls the plugin.
 Result<Program> generate(const std::string& name, const GenerateRequest& req);
 
+// Rules of the executor beyond what verifyProgram proves: today, that no step
+// of a reducing collective reads a range that is partly the rank's raw input
+// and partly partial results (the executor scales raw input exactly once for
+// PreMulSum/avg). Checked with the executor's own template builder for every
+// rank that has steps, so user schedules fail when they load (or in the
+// ProgramCache's external hook), not on every call.
+Status checkRunnable(const Program& p);
+
 // A schedule name as users may write it: 1..128 characters of [A-Za-z0-9_.-],
 // not a built-in's name.
 Status checkScheduleName(const std::string& name);

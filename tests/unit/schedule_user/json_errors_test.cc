@@ -142,6 +142,19 @@ std::vector<Case> cases() {
        {"rank 0 output chunk 0 is never written; allreduce needs {r0:c0, r1:c0}"}},
       {"double count", doc("", good0() + R"(, {"op": "reduce", "src": "input[0]", "dst": "output[0]"})", good1()),
        {"rank 0 step 2 (reduce)", "(at /ranks/0/2)"}},
+      // Correct, but the executor scales raw input once per reduction and
+      // cannot read chunk 0 (reduced) and chunk 1 (raw) in one step.
+      {"mixed raw and reduced read",
+       R"({"version": 1, "name": "t", "collective": "allreduce", "nranks": 2, "chunks_per_block": 2,
+           "scratch_blocks": 1, "in_place": true, "ranks": [
+           [{"op": "recv_reduce", "peer": 1, "src": "output[0]", "dst": "output[0]"},
+            {"op": "send", "peer": 1, "src": "output[0:2]"}, {"op": "recv", "peer": 1, "dst": "output[1]"}],
+           [{"op": "send", "peer": 0, "src": "output[0]"}, {"op": "recv", "peer": 0, "dst": "scratch[0:2]"},
+            {"op": "copy", "src": "scratch[0]", "dst": "output[0]"},
+            {"op": "reduce", "src": "scratch[1]", "dst": "output[1]"}, {"op": "send", "peer": 0, "src": "output[1]"}]
+         ]})",
+       {"the executor cannot run it", "rank 0 step 1 reads a range that is partly raw input and partly partial results",
+        "(at /ranks/0/1)"}},
       {"valid out of place, deadlock in place",
        doc(", \"in_place\": \"both\"",
            R"({"op": "recv", "peer": 1, "dst": "output[0]"}, {"op": "send", "peer": 1, "src": "input[0]"},
