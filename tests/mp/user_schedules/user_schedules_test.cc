@@ -41,7 +41,7 @@ bool engineMissing() {
   return err && strstr(err, "not implemented") != nullptr;
 }
 
-// Allreduce of int32 (sum, max) and integer-valued float32 (sum), in and out of place.
+// Allreduce of int32 (sum, max) and integer-valued float32 (sum, avg), in and out of place.
 int checkAllreduce(const RankContext& ctx, ncclComm_t comm, size_t count, bool* skipped) {
   const int n = ctx.nranks, r = ctx.rank;
   std::vector<int32_t> in(count), out(count, -1);
@@ -81,6 +81,22 @@ int checkAllreduce(const RankContext& ctx, ncclComm_t comm, size_t count, bool* 
       float want = 0;
       for (int s = 0; s < n; ++s) want += static_cast<float>((s * 31 + i) % 64);
       RANK_CHECK(fbuf[i] == want);
+    }
+    // Average: the executor scales each rank's raw input once, which user
+    // schedules must allow too (no step reads raw input mixed with partial sums).
+    std::vector<float> avgIn(count), avgOut(count, -1);
+    for (size_t i = 0; i < count; ++i) avgIn[i] = static_cast<float>(n * ((r * 31 + i) % 64));
+    std::vector<float> abuf = inPlace ? avgIn : avgOut;
+    RANK_NCCL(ncclAllReduce(inPlace ? abuf.data() : avgIn.data(), abuf.data(), count, ncclFloat32, ncclAvg, comm,
+                            nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int s = 0; s < n; ++s) want += static_cast<float>((s * 31 + i) % 64);
+      if (std::fabs(abuf[i] - want) > 1e-4f * (1 + want)) {
+        fprintf(stderr, "[rank %d] allreduce avg count %zu: element %zu is %g, expected %g\n", r, count, i, abuf[i],
+                want);
+        return 1;
+      }
     }
   }
   return 0;
