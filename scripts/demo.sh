@@ -1,39 +1,56 @@
 #!/usr/bin/env bash
-# `make run`: four real rank processes of tools/theseus-init-demo create a
-# communicator, split it into even and odd ranks, print rank/size/device of
-# each, and destroy them. Launched with theseus-run when it was built,
-# otherwise by this script (NCCL_COMM_ID on a free loopback port).
+# `make run`: the adaptive-schedule demo. Four rank processes of tools/theseus-demo
+# (launched with theseus-run) run a training-like loop of allreduces on host
+# memory; after a healthy phase, link 0->1 is throttled to 10% (THESEUS_EMULATE)
+# for a while, then it heals. The same scenario runs twice: with the static
+# policy (the fixed size-threshold choice) and with policies/adaptive.json. The
+# output shows, per phase, time per step and bus bandwidth, the decision tables
+# that took effect (collective number, schedule, why), and a side-by-side summary.
 #   scripts/demo.sh [build-dir] [nranks]
+# Environment: DEMO_BYTES (default 8 MiB per allreduce), DEMO_STEPS (healthy,degraded,healed;
+# default 15,30,30), DEMO_THROTTLE (default 10%).
 set -euo pipefail
 build=${1:-build}
 nranks=${2:-4}
-demo="$build/bin/theseus-init-demo"
-if [[ ! -x "$demo" ]]; then
-  echo "demo.sh: $demo is missing; build first (make build)" >&2
-  exit 1
-fi
-timeout_s=60
-
-if [[ -x "$build/bin/theseus-run" ]]; then
-  echo "== theseus-run -np $nranks -- $demo"
-  exec "$build/bin/theseus-run" -np "$nranks" --timeout "$timeout_s" -- "$demo"
-fi
-
-# No launcher: start the ranks here.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-       echo $((20000 + RANDOM % 20000)))
-echo "== $nranks ranks of $demo, NCCL_COMM_ID=127.0.0.1:$port"
-pids=()
-for ((r = 0; r < nranks; r++)); do
-  THESEUS_RANK=$r THESEUS_NRANKS=$nranks NCCL_COMM_ID=127.0.0.1:$port timeout "$timeout_s" "$demo" &
-  pids+=($!)
-done
-status=0
-for ((r = 0; r < nranks; r++)); do
-  if ! wait "${pids[$r]}"; then
-    echo "demo.sh: rank $r failed" >&2
-    status=1
+demo="$build/bin/theseus-demo"
+run="$build/bin/theseus-run"
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in "$demo" "$run"; do
+  if [[ ! -x "$tool" ]]; then
+    echo "demo.sh: $tool is missing; build first (make build)" >&2
+    exit 1
   fi
 done
-[[ $status == 0 ]] && echo "== demo finished: all $nranks ranks succeeded"
-exit $status
+bytes=${DEMO_BYTES:-$((8 << 20))}
+steps=${DEMO_STEPS:-15,30,30}
+throttle=${DEMO_THROTTLE:-10%}
+IFS=, read -r healthy degraded healed <<< "$steps"
+window="seq=$healthy-$((healthy + degraded))"
+emulate="throttle:0->1:$throttle@$window"
+echo "== Theseus adaptive demo: $nranks ranks on this host, allreduce of $((bytes >> 20)) MiB per step"
+echo "   steps: $healthy healthy, $degraded with link 0->1 at $throttle (THESEUS_EMULATE=\"$emulate\"), $healed healed"
+echo "   load: $(uptime | sed 's/.*load average/load average/')"
+summaries=()
+for policy in static "$root/policies/adaptive.json"; do
+  label=$([[ $policy == static ]] && echo static || echo adaptive)
+  echo
+  echo "== run with THESEUS_POLICY=$policy"
+  out=$(THESEUS_POLICY="$policy" THESEUS_EMULATE="$emulate" \
+        "$run" -np "$nranks" --timeout 120 -- "$demo" --bytes "$bytes" --steps "$steps" --label "$label" 2>&1) || {
+    echo "$out"
+    echo "demo.sh: the $label run failed" >&2
+    exit 1
+  }
+  echo "$out" | grep -v '^SUMMARY'
+  summaries+=("$(echo "$out" | grep '^SUMMARY')")
+done
+echo
+echo "== busbw (GB/s) side by side"
+printf "  %-9s %10s %10s %10s\n" policy healthy degraded healed
+for s in "${summaries[@]}"; do
+  read -r _ label b0 b1 b2 <<< "$s"
+  printf "  %-9s %10s %10s %10s\n" "$label" "$b0" "$b1" "$b2"
+done
+read -r _ _ _ sd _ <<< "${summaries[0]}"
+read -r _ _ _ ad _ <<< "${summaries[1]}"
+awk -v s="$sd" -v a="$ad" 'BEGIN { if (s > 0) printf "  with link 0->1 degraded, the adaptive policy moves %.1fx the bytes of the static one\n", a / s }'
