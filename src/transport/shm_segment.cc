@@ -163,10 +163,33 @@ Status ShmSegment::reserve(size_t offset, size_t bytes) {
   return errnoStatus(rc, "fallocate of %zu bytes of shared memory %s", bytes, locator_.c_str());
 }
 
-void ShmSegment::populate() {
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+
+Status ShmSegment::populateRange(size_t offset, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  size_t begin = offset / pageSize() * pageSize();
+  size_t end = roundUpToPage(offset + bytes);
+  if (end > size_) return internalError("populateRange beyond the %zu-byte segment %s", size_, locator_.c_str());
+  if (madvise(base_ + begin, end - begin, MADV_POPULATE_WRITE) == 0) return Status::ok();
+  int e = errno;
+  if (e == ENOMEM || e == EFAULT)
+    return errnoStatus(e,
+                       "cannot allocate %zu bytes of shared memory (%s): /dev/shm or memory is full; give the "
+                       "container more shared memory (docker --shm-size), use fewer channels/smaller "
+                       "THESEUS_SHM_SLOT_BYTES, or set NCCL_SHM_DISABLE=1",
+                       end - begin, locator_.c_str());
+  if (fd_ >= 0) return reserve(begin, end - begin);
+  return Status::ok();  // an old kernel and no descriptor: pages come on first touch
+}
+
+void ShmSegment::closeFd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void ShmSegment::populate() {
   if (madvise(base_, size_, MADV_POPULATE_WRITE) == 0) return;
   // Older kernels: touch one byte per page (the memory is new, so zeros stay zeros).
   for (size_t off = 0; off < size_; off += pageSize())

@@ -10,8 +10,9 @@
 // error, never somebody else's memory.
 //
 // Pages of tmpfs/shmem are allocated on first touch; touching a page the
-// filesystem cannot provide raises SIGBUS. reserve() allocates a range up
-// front (fallocate) so "no space in /dev/shm" is a clean error instead.
+// filesystem cannot provide raises SIGBUS. reserve() (fallocate) and
+// populateRange() (MADV_POPULATE_WRITE, which also maps the pages) allocate a
+// range up front, so "no space in /dev/shm" is a clean error instead.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +52,13 @@ class ShmSegment {
   Status reserve(size_t offset, size_t bytes);
   // Maps every page now (first touches later cost no page faults).
   void populate();
+  // Allocates and maps [offset, offset + bytes) through the mapping (works
+  // after closeFd()); falls back to reserve() on kernels without
+  // MADV_POPULATE_WRITE. Writable mappings only.
+  Status populateRange(size_t offset, size_t bytes);
+  // Drops the descriptor once mapped (the mapping stays): a communicator maps
+  // every local peer's inbox, and descriptors are a limited resource.
+  void closeFd();
   // Removes the /dev/shm name (existing mappings stay valid). No-op for memfds.
   void unlinkName();
 

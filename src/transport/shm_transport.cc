@@ -1,13 +1,12 @@
 #include "transport/shm_transport.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "common/deadline.h"
@@ -23,14 +22,36 @@ using shm::SlotHeader;
 // ---------------------------------------------------------------------------
 // PeerLiveness
 
-PeerLiveness::PeerLiveness(int rank, int pid) : rank_(rank), pid_(pid) {
-#ifdef SYS_pidfd_open
-  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#endif
+namespace {
+
+// State letter and start time (clock ticks since boot) of a process; false when it is gone.
+bool readProcStat(int pid, char* state, uint64_t* startTime) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "re");
+  if (f == nullptr) return false;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  // "pid (comm) S ppid ...": comm may hold spaces or ')', so parse after the last ')'.
+  const char* p = strrchr(buf, ')');
+  if (p == nullptr || p[1] != ' ') return false;
+  *state = p[2];
+  // Field 22 (starttime) is the 20th field after the state.
+  const char* q = p + 2;
+  for (int field = 3; field < 22 && q != nullptr; ++field) {
+    q = strchr(q, ' ');
+    if (q != nullptr) ++q;
+  }
+  *startTime = q != nullptr ? strtoull(q, nullptr, 10) : 0;
+  return true;
 }
 
-PeerLiveness::~PeerLiveness() {
-  if (pidfd_ >= 0) close(pidfd_);
+}  // namespace
+
+PeerLiveness::PeerLiveness(int rank, int pid) : rank_(rank), pid_(pid) {
+  char state;
+  if (!readProcStat(pid, &state, &startTime_)) startTime_ = 0;
 }
 
 Status PeerLiveness::check() {
@@ -38,13 +59,10 @@ Status PeerLiveness::check() {
     uint64_t now = nowNs();
     if (now < nextCheckNs_) return Status::ok();
     nextCheckNs_ = now + 100 * 1000 * 1000;
-    if (pidfd_ >= 0) {
-      // A pidfd becomes readable when the process exits (zombies included).
-      struct pollfd p = {pidfd_, POLLIN, 0};
-      exited_ = poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
-    } else {
-      exited_ = kill(pid_, 0) != 0 && errno == ESRCH;
-    }
+    char state = 0;
+    uint64_t start = 0;
+    exited_ = !readProcStat(pid_, &state, &start) || state == 'Z' || state == 'X' ||
+              (startTime_ != 0 && start != startTime_);
     if (!exited_) return Status::ok();
   }
   return remoteError("rank %d (pid %d on this host) exited while connected through shared memory", rank_, pid_);
@@ -455,6 +473,7 @@ Status ShmDomain::mapPeer(const ShmPeerInfo& info, const std::string& locator) {
       h->dataOffset + nFifos * h->dataStride > size || h->totalBytes > size || h->controlOffset % 64 != 0 ||
       h->controlStride % 64 != 0)
     return bad("layout does not fit the segment");
+  peer->inbox->closeFd();  // the mapping is all we need
   peer->header = const_cast<InboxHeader*>(h);
   peer->nChannels = h->nChannels;
   peer->slots = h->slots;
@@ -499,7 +518,7 @@ Result<std::unique_ptr<SendConnection>> ShmDomain::connectSend(int peer, int cha
   FifoView f = fifoAt(p->inbox->base(), p->controlOffset, p->controlStride, p->dataOffset, p->dataStride, p->slots,
                       p->slotBytes, index);
   f.syncKey = tsanKey(params_.commHash, params_.rank, peer, channel);
-  TH_CHECK(p->inbox->reserve(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
+  TH_CHECK(p->inbox->populateRange(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
   bool direct = useDirect && (p->info.sameProcess || p->info.directOk);
   return std::unique_ptr<SendConnection>(new ShmSendConnection(peer, f, &p->header->bell, counters,
                                                                p->liveness.get(), direct, p->info.sameProcess));
@@ -515,7 +534,7 @@ Result<std::unique_ptr<RecvConnection>> ShmDomain::connectRecv(int peer, int cha
   FifoView f = fifoAt(inbox_->base(), controlOffset_, controlStride_, dataOffset_, dataStride_, params_.slots,
                       params_.slotBytes, index);
   f.syncKey = tsanKey(params_.commHash, peer, params_.rank, channel);
-  TH_CHECK(inbox_->reserve(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
+  TH_CHECK(inbox_->populateRange(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
   return std::unique_ptr<RecvConnection>(new ShmRecvConnection(peer, p->info.pid, f, &p->header->bell, counters,
                                                                p->liveness.get(), regions, p->info.sameProcess));
 }

@@ -31,20 +31,19 @@
 
 namespace theseus::transport {
 
-// Whether a local peer process still exists (pidfd; rate-limited checks).
+// Whether a local peer process still exists: /proc/<pid>/stat must be there,
+// not a zombie, and carry the start time seen at set-up (so a recycled pid is
+// not mistaken for the peer). No descriptor is held; checks are rate-limited.
 class PeerLiveness {
  public:
   PeerLiveness(int rank, int pid);
-  ~PeerLiveness();
-  PeerLiveness(const PeerLiveness&) = delete;
-  PeerLiveness& operator=(const PeerLiveness&) = delete;
   // Cheap: looks at the process at most every 100 ms; OK while it lives.
   Status check();
 
  private:
   int rank_;
   int pid_;
-  int pidfd_ = -1;
+  uint64_t startTime_ = 0;  // 0: unknown (then only existence is checked)
   uint64_t nextCheckNs_ = 0;
   bool exited_ = false;
 };

@@ -1,5 +1,6 @@
 // Shared-memory transport, ranks as threads of this process (same host).
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -310,6 +311,41 @@ TEST(ShmTransport, StaleInboxFromACrashedRunIsReplaced) {
     EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kShm);
     EXPECT_TRUE(boot->barrier().isOk());
   });
+}
+
+int openDescriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Peers' inboxes are kept as mappings only: descriptors per communicator do not
+// grow with the number of local ranks (apps create many communicators).
+TEST(ShmTransport, SetUpHoldsFewDescriptors) {
+  constexpr int kRanks = 6;
+  auto world = FakeWorld::create(kRanks);
+  (void)transport::SharedMemoryRegistry::instance().probeLocator();  // process-wide, created once
+  int before = openDescriptors();
+  std::atomic<int> during{0};
+  runThreads(kRanks, [&](int r) {
+    auto boot = world->bootstrap(r);
+    auto m = makeManager(*boot);
+    ASSERT_TRUE(m.isOk());
+    for (int p = 0; p < kRanks; ++p) {
+      if (p != r) {
+        ASSERT_TRUE(m.value()->sendConnection(p, 0).isOk());
+      }
+    }
+    EXPECT_TRUE(boot->barrier().isOk());
+    if (r == 0) during = openDescriptors();
+    EXPECT_TRUE(boot->barrier().isOk());
+  });
+  // Per rank: its own inbox and one eventfd.
+  EXPECT_LE(during.load() - before, 2 * kRanks);
+  EXPECT_EQ(openDescriptors(), before);
 }
 
 TEST(ShmTransport, PrepareConnectsEagerly) {
