@@ -22,8 +22,8 @@ const IntKnob kBuffSize("NCCL_BUFFSIZE", -1,
                         "Bytes per FIFO (all slots) of each connection when THESEUS_*_SLOT_BYTES are unset; "
                         "-1: the transports' defaults");
 const IntKnob kSpinUs("THESEUS_SHM_SPIN_US", 20,
-                      "Microseconds an idle rank spins on its doorbell before sleeping on the futex (only when "
-                      "the process has a core per local rank)");
+                      "Longest spin, in microseconds, of an idle rank on its doorbell before it sleeps on the "
+                      "futex (only with a core per local rank; shrinks while spins do not pay off)");
 const IntKnob kRegionCache("THESEUS_SHM_REGION_CACHE", 64,
                            "Peer memory regions (ncclMemAlloc buffers, shared scratch) kept mapped per communicator "
                            "for zero-copy receives; least recently used ones are unmapped beyond this");
