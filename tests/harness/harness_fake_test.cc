@@ -4,6 +4,7 @@
 // modes (-z), misalignment (-u), registration (-R), averaging (-a), JSON (-J),
 // timeouts (-T), the corruption interposer, and the exact output format.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -148,7 +149,8 @@ TEST(HarnessFake, NoCheckPrintsNA) {
 }
 
 TEST(HarnessFake, JsonOutput) {
-  std::string path = testing::TempDir() + "harness_fake_test.json";
+  // Unique per process: /tmp may be shared with concurrent runs of this test.
+  std::string path = testing::TempDir() + "harness_fake_test." + std::to_string(getpid()) + ".json";
   ProcResult r = perf("reduce_scatter_perf", {"-g", "2", "-b", "1K", "-e", "4K", "-f", "2", "-o", "max,min", "-J", path});
   ASSERT_EQ(r.exitCode, 0) << diag(r);
   std::ifstream f(path);

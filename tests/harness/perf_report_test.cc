@@ -1,6 +1,7 @@
 // Text output: nccl-tests' header (golden lines from the reference doc §3.5),
 // row and number formats, footer; and the JSON file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -105,7 +106,7 @@ TEST(PerfReport, JsonCarriesEveryRowAndIsVersioned) {
   EXPECT_TRUE(parsed["results"][0]["in_place"]["wrong"].is_null());
   EXPECT_EQ(parsed["status"], "OK");
 
-  std::string path = testing::TempDir() + "perf_report_test.json";
+  std::string path = testing::TempDir() + "perf_report_test." + std::to_string(getpid()) + ".json";
   ASSERT_TRUE(j.write(path).isOk());
   std::ifstream f(path);
   std::stringstream ss;

@@ -264,37 +264,57 @@ std::string netnsList() {
   return r.out;
 }
 
+// Runs theseus-run and reports whether namespaces of *that* run (th<pid>-*)
+// outlive it (other runs may be creating their own meanwhile).
+ProcResult runAndCheckNetnsGone(const std::vector<std::string>& launcherArgs, const std::vector<std::string>& probe,
+                                bool* leftovers) {
+  std::vector<std::string> argv = {THESEUS_RUN};
+  argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+  argv.push_back("--");
+  argv.push_back(PROBE);
+  argv.insert(argv.end(), probe.begin(), probe.end());
+  Proc p(argv);
+  const std::string prefix = "th" + std::to_string(p.pid()) + "-";
+  ProcResult r = p.wait(60);
+  *leftovers = netnsList().find(prefix) != std::string::npos;
+  return r;
+}
+
 TEST(Launcher, NetnsRanksTalkOverRealTcpAndAreCleanedUp) {
   if (geteuid() != 0) GTEST_SKIP() << "--netns needs root";
-  ProcResult r = run({"-np", "3", "--netns", "--tag-output"}, {"tcp"}, 60);
+  bool leftovers = false;
+  ProcResult r = runAndCheckNetnsGone({"-np", "3", "--netns", "--tag-output"}, {"tcp"}, &leftovers);
   ASSERT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_FALSE(leftovers) << "namespaces left behind:\n" << netnsList();
   EXPECT_NE(r.out.find("[1] rank 1 connected to 10.99.0.1:29500"), std::string::npos) << r.out;
   // Rank 0 sees the peers' own namespace addresses: the traffic crossed the bridge.
   EXPECT_NE(r.out.find("from 10.99.0.2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("from 10.99.0.3"), std::string::npos) << r.out;
-  ProcResult env = run({"-np", "4", "--netns", "--hosts", "a,b", "--tag-output"}, {"env"}, 60);
+  ProcResult env = runAndCheckNetnsGone({"-np", "4", "--netns", "--hosts", "a,b", "--tag-output"}, {"env"}, &leftovers);
   ASSERT_EQ(env.exitCode, 0) << diag(env);
+  EXPECT_FALSE(leftovers) << netnsList();
   auto e = parseEnv(env.out);
   EXPECT_EQ(e[3]["THESEUS_HOST"], "b");
   EXPECT_EQ(e[3]["LOCAL_RANK"], "1");
   EXPECT_EQ(e[2]["GROUP_RANK"], "1");
   EXPECT_EQ(e[3]["NCCL_COMM_ID"], "10.99.0.1:29500");
-  EXPECT_EQ(netnsList().find("th"), std::string::npos) << "namespaces left behind:\n" << netnsList();
   // Namespaces are removed when the job fails too.
   std::string dir = tempDir("netnsfail");
-  ProcResult f = run({"-np", "2", "--netns"}, {"fail", "0", "4", dir}, 60);
+  ProcResult f = runAndCheckNetnsGone({"-np", "2", "--netns"}, {"fail", "0", "4", dir}, &leftovers);
   EXPECT_EQ(f.exitCode, 4) << diag(f);
-  EXPECT_EQ(netnsList().find("th"), std::string::npos) << netnsList();
+  EXPECT_FALSE(leftovers) << netnsList();
 }
 
 TEST(Launcher, CleansUpStaleNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
-  // A pid that cannot exist (above pid_max) stands for a theseus-run that died.
-  ASSERT_EQ(runProcess({"ip", "netns", "add", "th99999999-br"}).exitCode, 0);
+  // A pid above any pid_max (2^22) stands for a theseus-run that died; ours
+  // makes the name unique among concurrent runs of this test.
+  const std::string name = "th" + std::to_string(90000000 + getpid()) + "-br";
+  ASSERT_EQ(runProcess({"ip", "netns", "add", name}).exitCode, 0);
   ProcResult r = runProcess({THESEUS_RUN, "--cleanup-netns"}, {}, 30);
   EXPECT_EQ(r.exitCode, 0) << diag(r);
-  EXPECT_NE(r.out.find("removed th99999999-br"), std::string::npos) << r.out;
-  EXPECT_EQ(netnsList().find("th99999999-br"), std::string::npos);
+  EXPECT_NE(r.out.find("removed " + name), std::string::npos) << r.out;
+  EXPECT_EQ(netnsList().find(name), std::string::npos);
 }
 
 }  // namespace
