@@ -8,7 +8,7 @@
 # that took effect (collective number, schedule, why), and a side-by-side summary.
 #   scripts/demo.sh [build-dir] [nranks]
 # Environment: DEMO_BYTES (default 8 MiB per allreduce), DEMO_STEPS (healthy,degraded,healed;
-# default 15,30,30), DEMO_THROTTLE (default 10%).
+# default 15,30,45), DEMO_THROTTLE (default 10%).
 set -euo pipefail
 build=${1:-build}
 nranks=${2:-4}
@@ -22,7 +22,7 @@ for tool in "$demo" "$run"; do
   fi
 done
 bytes=${DEMO_BYTES:-$((8 << 20))}
-steps=${DEMO_STEPS:-15,30,30}
+steps=${DEMO_STEPS:-15,30,45}
 throttle=${DEMO_THROTTLE:-10%}
 IFS=, read -r healthy degraded healed <<< "$steps"
 window="seq=$healthy-$((healthy + degraded))"

@@ -99,6 +99,13 @@ ncclResult_t theseusGetDecisionLog(ncclComm_t comm, char* buffer, size_t size, s
  * theseusListAttributes; `version` may be NULL. */
 ncclResult_t theseusGetDecisionTable(ncclComm_t comm, uint64_t* version, char* buffer, size_t size, size_t* needed);
 
+/* Where this rank of `comm` stands in the epoch protocol: the sequence number
+ * its next collective gets (collectives only; send/recv do not count), the
+ * version of the decision table in effect for that collective, and the lease
+ * (collectives numbered below it start without waiting for the leader;
+ * UINT64_MAX with THESEUS_EPOCH=0). Any of the pointers may be NULL. */
+ncclResult_t theseusGetEpochInfo(ncclComm_t comm, uint64_t* nextSeq, uint64_t* version, uint64_t* horizon);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,10 @@
 // bandwidth is the median of all measured link.*.*.gbps (10 GB/s when nothing
 // is measured yet), the default latency the median of link.*.*.latency_us
 // (5 us); every link with its own measurement gets its own bandwidth and
-// latency, divided by link.a.b.penalty when an operator set one; links between
+// latency; a link that is a bottleneck more than half of the time
+// (link.a.b.bottleneck = f > 0.5, docs/attributes.md) gets at most (1 - f) of
+// the default bandwidth, however fast it looked; bandwidths are divided by
+// link.a.b.penalty when an operator set one; links between
 // hosts get 25% of the default bandwidth when a NIC of either host is
 // unhealthy (node.<host>.nic.*.healthy == 0) and 1% when a host is unhealthy
 // (node.<host>.healthy == 0). For every collective that several built-ins
@@ -92,7 +95,7 @@ LinkModel buildModel(const theseusPolicyInput_v1_t* in) {
   const int n = in->nranks;
   std::vector<double> allGbps, allAlpha;
   std::vector<double> gbps(static_cast<size_t>(n) * n, 0.0), alpha(static_cast<size_t>(n) * n, 0.0);
-  std::vector<double> penalty(static_cast<size_t>(n) * n, 1.0);
+  std::vector<double> penalty(static_cast<size_t>(n) * n, 1.0), bottleneck(static_cast<size_t>(n) * n, 0.0);
   std::vector<double> hostFactor(in->nnodes, 1.0);
   for (size_t i = 0; i < in->nattrs; ++i) {
     const theseusPolicyAttr_v1_t& a = in->attrs[i];
@@ -108,6 +111,8 @@ LinkModel buildModel(const theseusPolicyInput_v1_t* in) {
         allAlpha.push_back(a.value);
       } else if (what == "penalty" && a.value > 0) {
         penalty[k] = a.value;
+      } else if (what == "bottleneck") {
+        bottleneck[k] = a.value;
       }
       continue;
     }
@@ -131,6 +136,7 @@ LinkModel buildModel(const theseusPolicyInput_v1_t* in) {
       if (x == y) continue;
       size_t k = static_cast<size_t>(x) * n + y;
       double g = gbps[k] > 0 ? gbps[k] : m.c.beta_gbps;
+      if (bottleneck[k] > 0.5) g = std::min(g, m.c.beta_gbps * std::max(0.02, 1.0 - std::min(bottleneck[k], 1.0)));
       int hx = in->host_of[x], hy = in->host_of[y];
       if (hx != hy) g *= std::min(hostFactor[hx], hostFactor[hy]);
       g /= penalty[k];

@@ -65,7 +65,7 @@ std::string hostLabel(const std::string& hostname) {
 std::string Snapshot::serialize() const {
   nlohmann::json a = nlohmann::json::array();
   for (const SnapshotEntry& e : entries) {
-    nlohmann::json row = {e.name, e.value, static_cast<int>(e.source), e.ageNs / 1000};
+    nlohmann::json row = {e.name, e.value, static_cast<int>(e.source), e.ageNs / 1000, e.writeId};
     if (e.rank != rank) row.push_back(e.rank);
     a.push_back(std::move(row));
   }
@@ -97,9 +97,11 @@ Result<Snapshot> Snapshot::deserialize(const std::string& text) {
   s.entries.reserve(a->size());
   for (size_t i = 0; i < a->size(); ++i) {
     const nlohmann::json& row = (*a)[i];
-    if (!row.is_array() || row.size() < 4 || row.size() > 5 || !row[0].is_string() || !row[1].is_number() ||
-        !row[2].is_number_unsigned() || !row[3].is_number_unsigned() || (row.size() == 5 && !row[4].is_number_integer()))
-      return invalidArgument("attribute snapshot: entry %zu must be [name, value, source, age_us(, rank)]", i);
+    if (!row.is_array() || row.size() < 5 || row.size() > 6 || !row[0].is_string() || !row[1].is_number() ||
+        !row[2].is_number_unsigned() || !row[3].is_number_unsigned() || !row[4].is_number_unsigned() ||
+        (row.size() == 6 && !row[5].is_number_integer()))
+      return invalidArgument("attribute snapshot: entry %zu must be [name, value, source, age_us, write_id(, rank)]",
+                             i);
     SnapshotEntry e;
     e.name = row[0].get<std::string>();
     Status st = checkName(e.name);
@@ -114,7 +116,8 @@ Result<Snapshot> Snapshot::deserialize(const std::string& text) {
     e.source = static_cast<Source>(source);
     uint64_t ageUs = row[3].get<uint64_t>();
     e.ageNs = ageUs > UINT64_MAX / 1000 ? UINT64_MAX : ageUs * 1000;
-    int64_t r = row.size() == 5 ? row[4].get<int64_t>() : s.rank;
+    e.writeId = row[4].get<uint64_t>();
+    int64_t r = row.size() == 6 ? row[5].get<int64_t>() : s.rank;
     if (r < -1 || r > INT32_MAX)
       return invalidArgument("attribute snapshot: entry %zu ('%s') has bad rank %lld", i, e.name.c_str(),
                              static_cast<long long>(r));
@@ -133,20 +136,14 @@ Status AttributeStore::set(const std::string& name, double value, Source source)
 Status AttributeStore::set(const std::string& name, double value, Source source, uint64_t timestampNs) {
   TH_CHECK(checkName(name));
   if (!std::isfinite(value)) return invalidArgument("attribute '%s': value %g is not finite", name.c_str(), value);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    values_[name] = Attribute{value, source, timestampNs, rank()};
-  }
-  bump();
+  std::lock_guard<std::mutex> lock(mu_);
+  values_[name] = Attribute{value, source, timestampNs, rank(), bump()};
   return Status::ok();
 }
 
 bool AttributeStore::clear(const std::string& name) {
-  size_t erased;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    erased = values_.erase(name);
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t erased = values_.erase(name);
   if (erased) bump();
   return erased > 0;
 }
@@ -165,15 +162,13 @@ Status AttributeStore::replaceSource(Source source, const std::vector<std::pair<
   }
   const uint64_t now = nowNs();
   const int r = rank();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = values_.begin(); it != values_.end();) {
-      if (it->second.source == source) it = values_.erase(it);
-      else ++it;
-    }
-    for (const auto& [name, value] : values) values_[name] = Attribute{value, source, now, r};
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = values_.begin(); it != values_.end();) {
+    if (it->second.source == source) it = values_.erase(it);
+    else ++it;
   }
-  bump();
+  for (const auto& [name, value] : values) values_[name] = Attribute{value, source, now, r, bump()};
+  bump();  // also when `values` is empty but something was erased
   return Status::ok();
 }
 
@@ -184,7 +179,8 @@ Snapshot AttributeStore::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.entries.reserve(values_.size());
   for (const auto& [name, a] : values_)
-    s.entries.push_back(SnapshotEntry{name, a.value, a.source, now > a.timestampNs ? now - a.timestampNs : 0, a.rank});
+    s.entries.push_back(
+        SnapshotEntry{name, a.value, a.source, now > a.timestampNs ? now - a.timestampNs : 0, a.rank, a.writeId});
   return s;
 }
 

@@ -16,7 +16,8 @@
 // Snapshots. A Snapshot is what a rank ships to its communicator's leader: the
 // entries with their age (not their timestamp: steady clocks of different
 // hosts are not comparable; the leader turns ages back into its own
-// timestamps). serialize()/deserialize() give a compact, versioned JSON text;
+// timestamps) and the id of the write that set them (so the leader can tell
+// a value it already has from a new measurement of the same value). serialize()/deserialize() give a compact, versioned JSON text;
 // deserialize() validates everything (names, finite values, sizes), so a peer
 // that sends garbage gets an error, never a crash.
 #pragma once
@@ -57,14 +58,16 @@ struct Attribute {
   Source source = Source::kProbe;
   uint64_t timestampNs = 0;  // nowNs() of the process holding the value
   int rank = -1;             // the rank that wrote or measured it
+  uint64_t writeId = 0;      // which write of this store set it (unique, increasing)
 };
 
 struct SnapshotEntry {
   std::string name;
   double value = 0;
   Source source = Source::kProbe;
-  uint64_t ageNs = 0;  // how old the value was when the snapshot was taken
-  int rank = -1;       // the rank that wrote it (the reporting rank unless merged)
+  uint64_t ageNs = 0;    // how old the value was when the snapshot was taken
+  int rank = -1;         // the rank that wrote it (the reporting rank unless merged)
+  uint64_t writeId = 0;  // Attribute::writeId: equal in two snapshots = the same measurement
 };
 
 struct Snapshot {
@@ -74,7 +77,7 @@ struct Snapshot {
   int rank = -1;                       // the reporting rank
   std::vector<SnapshotEntry> entries;  // sorted by name, names unique
 
-  // {"format":1,"rank":r,"a":[["name",value,source,age_us,rank],...]}
+  // {"format":1,"rank":r,"a":[["name",value,source,age_us,write_id(,rank)],...]}
   std::string serialize() const;
   // Validates the text completely; errors name the entry and the problem.
   static Result<Snapshot> deserialize(const std::string& text);
@@ -111,7 +114,8 @@ class AttributeStore {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
-  void bump() { generation_.fetch_add(1, std::memory_order_acq_rel); }
+  // Called with mu_ held; returns the new generation (the id of this write).
+  uint64_t bump() { return generation_.fetch_add(1, std::memory_order_acq_rel) + 1; }
 
   mutable std::mutex mu_;
   std::map<std::string, Attribute> values_;

@@ -32,19 +32,24 @@ bool parseAggregate(const std::string& text, Aggregate* out) {
 ClusterView::Combine ClusterView::combineFor(const std::string& name) {
   // rank.<r>.wait_us: every rank that waited for r reports it; the longest wait is the straggler signal.
   static const Pattern waits = Pattern::compile("rank.*.wait_us").take();
-  return waits.matches(name) ? Combine::kMax : Combine::kNewest;
+  // link.<a>.<b>.bottleneck: a reports how long it had data queued, b how long it waited (probes.h).
+  static const Pattern bottlenecks = Pattern::compile("link.*.*.bottleneck").take();
+  if (waits.matches(name)) return Combine::kMax;
+  if (bottlenecks.matches(name)) return Combine::kMin;
+  return Combine::kNewest;
 }
 
 ViewEntry ClusterView::combine(const Reports& r) {
   const Report* best = &r.byRank.front();
   for (const Report& x : r.byRank) {
-    bool better = r.how == Combine::kMax ? x.entry.value > best->entry.value
-                                         : x.entry.timestampNs > best->entry.timestampNs;
+    bool better = r.how == Combine::kMax   ? x.entry.value > best->entry.value
+                  : r.how == Combine::kMin ? x.entry.value < best->entry.value
+                                           : x.entry.timestampNs > best->entry.timestampNs;
     if (better) best = &x;
   }
   ViewEntry e = best->entry;
   e.reports = static_cast<int>(r.byRank.size());
-  if (r.how == Combine::kMax && e.reports > 1) e.source = Source::kMerged;
+  if (r.how != Combine::kNewest && e.reports > 1) e.source = Source::kMerged;
   return e;
 }
 
@@ -69,17 +74,38 @@ void ClusterView::remove(const std::string& name, int reporter) {
   if (v.empty()) names_.erase(it);
 }
 
+const ViewEntry* ClusterView::reportOf(const std::string& name, int reporter) const {
+  auto it = names_.find(name);
+  if (it == names_.end()) return nullptr;
+  for (const Report& r : it->second.byRank)
+    if (r.reporter == reporter) return &r.entry;
+  return nullptr;
+}
+
 Status ClusterView::merge(const Snapshot& s, uint64_t receivedNs) {
   if (s.rank < 0) return invalidArgument("attribute snapshot without a reporting rank");
-  forgetRank(s.rank);
+  std::vector<std::string> previous;
+  auto known = namesOf_.find(s.rank);
+  if (known != namesOf_.end()) previous.swap(known->second);
+  std::vector<std::string> now;
+  now.reserve(s.entries.size());
   for (const SnapshotEntry& e : s.entries) {
     ViewEntry v;
     v.value = e.value;
     v.source = e.source;
     v.timestampNs = receivedNs > e.ageNs ? receivedNs - e.ageNs : 0;
     v.rank = e.rank >= 0 ? e.rank : s.rank;
+    v.writeId = e.writeId;
+    const ViewEntry* old = reportOf(e.name, s.rank);
+    if (old != nullptr && e.writeId != 0 && old->writeId == e.writeId) v.timestampNs = old->timestampNs;
     put(e.name, s.rank, v);
+    now.push_back(e.name);
   }
+  // What the rank reported before and no longer does is gone.
+  std::sort(now.begin(), now.end());
+  for (const std::string& name : previous)
+    if (!std::binary_search(now.begin(), now.end(), name)) remove(name, s.rank);
+  namesOf_[s.rank] = std::move(now);
   return Status::ok();
 }
 

@@ -7,10 +7,16 @@
 // Several ranks may report the same name (every rank of a host reads the same
 // attribute file; every rank that received from r measures rank.r.wait_us).
 // The view keeps each rank's report and combines them when asked:
-//   rank.*.wait_us      the largest report (the longest anyone waited for r),
-//                       source "merged" when more than one rank reported it
+//   rank.*.wait_us      the largest report (the longest anyone waited for r)
+//   link.*.*.bottleneck the smallest report: the sender reports how much of the
+//                       time it had data queued, the receiver how much it waited;
+//                       only a link that holds both back is a bottleneck (probes.h)
 //   everything else     the newest report (ties: the lowest reporting rank)
-// Timestamps are the leader's: receive time minus the age the rank reported.
+// A value combined from more than one report has source "merged".
+// Timestamps are the leader's: receive time minus the age the rank reported,
+// computed once per measurement - a value a rank reports again unchanged (the
+// same write id) keeps its timestamp, so shipping delays never make an old
+// measurement look new.
 //
 // Queries take the leader's `now` and an optional maximum age, so a policy can
 // ignore values that stopped being refreshed (a link no schedule uses any
@@ -44,6 +50,7 @@ struct ViewEntry {
   uint64_t timestampNs = 0;  // leader clock
   int rank = -1;             // the rank the value came from (for combined values: the one that won)
   int reports = 1;           // how many ranks reported the name
+  uint64_t writeId = 0;      // the reporting rank's write id (SnapshotEntry::writeId)
 };
 
 class ClusterView {
@@ -83,7 +90,7 @@ class ClusterView {
   std::string describe(uint64_t nowNs) const;  // one line per name, for logs and tools
 
  private:
-  enum class Combine : uint8_t { kNewest, kMax };
+  enum class Combine : uint8_t { kNewest, kMax, kMin };
   struct Report {
     int reporter;
     ViewEntry entry;
@@ -95,6 +102,7 @@ class ClusterView {
   static Combine combineFor(const std::string& name);
   static ViewEntry combine(const Reports& r);
   void put(const std::string& name, int reporter, const ViewEntry& e);
+  const ViewEntry* reportOf(const std::string& name, int reporter) const;
   void remove(const std::string& name, int reporter);
 
   std::map<std::string, Reports> names_;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/log.h"
 
 namespace theseus::attrs {
@@ -101,7 +102,12 @@ HostProbes::HostProbes(int rank, int cudaDev, const std::string& hostname, Optio
 
 bool HostProbes::nvmlAvailable() const { return nvml(options_.nvmlLibrary).ok; }
 
-size_t HostProbes::poll(AttributeStore& store) { return pollNics(store) + pollGpu(store); }
+size_t HostProbes::poll(AttributeStore& store) {
+  const uint64_t now = nowNs();
+  if (lastPollNs_ != 0 && now - lastPollNs_ < options_.minIntervalNs) return 0;
+  lastPollNs_ = now;
+  return pollNics(store) + pollGpu(store);
+}
 
 // /sys/class/infiniband/<dev>/ports/<n>/state holds e.g. "4: ACTIVE".
 size_t HostProbes::pollNics(AttributeStore& store) {

@@ -28,13 +28,17 @@ class HostProbes {
   struct Options {
     std::string infinibandSysfs = "/sys/class/infiniband";
     std::string nvmlLibrary = "libnvidia-ml.so.1";
+    // poll() reads the hardware at most this often (the facts change slowly;
+    // the attributes stay fresh for policies with a max_age_ms well above it).
+    uint64_t minIntervalNs = 1000000000;
   };
 
   // cudaDev < 0: no GPU probes.
   HostProbes(int rank, int cudaDev, const std::string& hostname, Options options);
   HostProbes(int rank, int cudaDev, const std::string& hostname) : HostProbes(rank, cudaDev, hostname, Options()) {}
 
-  // Writes what is available now; returns how many values it wrote.
+  // Writes what is available now (nothing when the previous poll was less
+  // than minIntervalNs ago); returns how many values it wrote.
   size_t poll(AttributeStore& store);
 
   bool nvmlAvailable() const;
@@ -47,6 +51,7 @@ class HostProbes {
   int cudaDev_;
   std::string host_;
   Options options_;
+  uint64_t lastPollNs_ = 0;
 };
 
 }  // namespace theseus::attrs

@@ -1,5 +1,7 @@
 #include "attrs/probes.h"
 
+#include <algorithm>
+
 #include "common/deadline.h"
 #include "common/knobs.h"
 #include "common/log.h"
@@ -41,7 +43,7 @@ ProbeSet::ProbeSet(int rank, int nranks, double weight)
       weight_(weight > 0 && weight <= 1 ? weight : configuredWeight()),
       peers_(new PeerSlot[nranks_]),
       published_(nranks_),
-      lastStats_(nranks_) {}
+      observed_(nranks_) {}
 
 void ProbeSet::recordTransfer(int peer, uint64_t bytes, uint64_t busyNs) {
   if (peer < 0 || peer >= nranks_ || peer == rank_ || busyNs == 0 || bytes < kMinThroughputBytes) return;
@@ -61,28 +63,46 @@ void ProbeSet::recordWait(int peer, uint64_t waitNs) {
 
 void ProbeSet::recordCollective(uint64_t ns) { collUs_.add(static_cast<double>(ns) / 1e3, weight_, nowNs()); }
 
-void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats) {
+void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {
   if (peer < 0 || peer >= nranks_ || peer == rank_) return;
-  transport::PeerStats& last = lastStats_[peer];
+  if (now == 0) now = nowNs();
+  Observed& o = observed_[peer];
+  transport::PeerStats& last = o.stats;
   // Counters only grow; a smaller value means the connection was replaced: start over.
-  if (stats.bytesSent < last.bytesSent || stats.sendBusyNs < last.sendBusyNs ||
-      stats.recvWaitNs < last.recvWaitNs || stats.messagesReceived < last.messagesReceived) {
+  if (o.sendSinceNs == 0 || stats.bytesSent < last.bytesSent || stats.sendBusyNs < last.sendBusyNs ||
+      stats.recvWaitNs < last.recvWaitNs || stats.messagesReceived < last.messagesReceived ||
+      stats.bytesReceived < last.bytesReceived) {
     last = stats;
+    o.sendSinceNs = o.recvSinceNs = now;
     return;
   }
+  // Send side: throughput while data was queued, and how much of the time it was.
   uint64_t bytes = stats.bytesSent - last.bytesSent, busy = stats.sendBusyNs - last.sendBusyNs;
-  if (bytes >= kMinThroughputBytes && busy > 0) {
-    recordTransfer(peer, bytes, busy);
+  TH_TRACE(log::kAttrs, "rank %d peer %d: +%llu bytes sent, %.3f ms queued in %.3f ms; +%llu bytes received, %.3f ms "
+           "waited in %.3f ms", rank_, peer, (unsigned long long)bytes, busy / 1e6, (now - o.sendSinceNs) / 1e6,
+           (unsigned long long)(stats.bytesReceived - last.bytesReceived), (stats.recvWaitNs - last.recvWaitNs) / 1e6,
+           (now - o.recvSinceNs) / 1e6);
+  if (bytes >= kMinThroughputBytes && now > o.sendSinceNs) {
+    if (busy > 0) recordTransfer(peer, bytes, busy);
+    double fraction = std::min(1.0, static_cast<double>(busy) / static_cast<double>(now - o.sendSinceNs));
+    peers_[peer].sendBusy.add(fraction, weight_, now);
     last.bytesSent = stats.bytesSent;
     last.sendBusyNs = stats.sendBusyNs;
     last.messagesSent = stats.messagesSent;
+    o.sendSinceNs = now;
   }
-  // Without new messages from the peer there was nothing to wait for.
+  // Receive side: waiting for the peer, per message batch and as a fraction of the time.
+  uint64_t received = stats.bytesReceived - last.bytesReceived, wait = stats.recvWaitNs - last.recvWaitNs;
   if (stats.messagesReceived > last.messagesReceived) {
-    recordWait(peer, stats.recvWaitNs - last.recvWaitNs);
+    recordWait(peer, wait);
+    if (received >= kMinThroughputBytes && now > o.recvSinceNs) {
+      double fraction = std::min(1.0, static_cast<double>(wait) / static_cast<double>(now - o.recvSinceNs));
+      peers_[peer].recvWait.add(fraction, weight_, now);
+    }
     last.recvWaitNs = stats.recvWaitNs;
     last.messagesReceived = stats.messagesReceived;
     last.bytesReceived = stats.bytesReceived;
+    o.recvSinceNs = now;
   }
 }
 
@@ -106,13 +126,16 @@ size_t ProbeSet::publish(AttributeStore& store) {
     const PeerSlot& slot = peers_[p];
     Published& seen = published_[p];
     if (slot.gbps.updates() == seen.gbps && slot.latencyUs.updates() == seen.latencyUs &&
-        slot.waitUs.updates() == seen.waitUs)
+        slot.waitUs.updates() == seen.waitUs && slot.sendBusy.updates() == seen.sendBusy &&
+        slot.recvWait.updates() == seen.recvWait)
       continue;
     const std::string peer = std::to_string(p);
     const std::string link = "link." + me + "." + peer + ".";
     n += publishOne(store, slot.gbps, &seen.gbps, link + "gbps");
     n += publishOne(store, slot.latencyUs, &seen.latencyUs, link + "latency_us");
     n += publishOne(store, slot.waitUs, &seen.waitUs, "rank." + peer + ".wait_us");
+    n += publishOne(store, slot.sendBusy, &seen.sendBusy, link + "bottleneck");
+    n += publishOne(store, slot.recvWait, &seen.recvWait, "link." + peer + "." + me + ".bottleneck");
   }
   n += publishOne(store, collUs_, &publishedColl_, "rank." + me + ".coll_us");
   return n;

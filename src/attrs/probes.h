@@ -9,8 +9,21 @@
 //
 //   link.<me>.<peer>.gbps         achieved throughput of transfers me -> peer (GB/s)
 //   link.<me>.<peer>.latency_us   one-message latency me -> peer
+//   link.<me>.<peer>.bottleneck   fraction of time this rank had data queued for peer
+//   link.<peer>.<me>.bottleneck   fraction of time this rank waited for peer's data
 //   rank.<peer>.wait_us           how long this rank waited for peer's data per collective
 //   rank.<me>.coll_us             this rank's time per collective
+//
+// Why two sides. In a pipeline (a ring) every link ends up moving data at the
+// pace of the slowest one: senders upstream of a slow link have data queued
+// because their receivers are held up, receivers downstream wait because their
+// senders are starved. So a sender's throughput (bytes over the time it had
+// data queued) makes upstream links look slow too, and a receiver's waiting
+// makes downstream links look slow. Only the slow link has both: its sender
+// has data queued *and* its receiver waits for it. Each end reports its own
+// fraction under the same name; the leader's view keeps the smaller one
+// (cluster_view.h), which is near 1 for the link that holds the pipeline back
+// and near 0 for healthy links, whatever the load.
 //
 // Throughput samples of fewer than kMinThroughputBytes are ignored: small
 // transfers measure latency, and counting them would make every link look slow.
@@ -62,10 +75,13 @@ class ProbeSet {
   void recordCollective(uint64_t ns);
 
   // Folds a peer's cumulative transport counters in (the difference to the
-  // previous call for that peer): bytes sent over sender busy time become a
-  // throughput sample, receive wait time a wait sample. Call it from one
-  // thread (the snapshot shipper), e.g. after each batch of collectives.
-  void observePeerStats(int peer, const transport::PeerStats& stats);
+  // previous call for that peer, at least kMinThroughputBytes apart): bytes
+  // sent over sender busy time become a throughput sample, busy time over
+  // elapsed time a send-side bottleneck sample, receive wait time a wait
+  // sample and, over elapsed time, a receive-side bottleneck sample. Call it
+  // from one thread (the snapshot shipper), e.g. every reporting interval.
+  void observePeerStats(int peer, const transport::PeerStats& stats) { observePeerStats(peer, stats, 0); }
+  void observePeerStats(int peer, const transport::PeerStats& stats, uint64_t nowNs);  // 0: now
 
   // Writes every probe that changed since the previous publish into `store`
   // (source "probe", timestamp of the latest sample). Returns how many values
@@ -74,10 +90,14 @@ class ProbeSet {
 
  private:
   struct PeerSlot {
-    Ewma gbps, latencyUs, waitUs;
+    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait;
   };
   struct Published {
-    uint64_t gbps = 0, latencyUs = 0, waitUs = 0;
+    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0;
+  };
+  struct Observed {  // observePeerStats' baseline per peer
+    transport::PeerStats stats;
+    uint64_t sendSinceNs = 0, recvSinceNs = 0;
   };
   size_t publishOne(AttributeStore& store, const Ewma& e, uint64_t* seen, const std::string& name);
 
@@ -89,7 +109,7 @@ class ProbeSet {
   // Publisher-side state (one publisher at a time).
   std::vector<Published> published_;
   uint64_t publishedColl_ = 0;
-  std::vector<transport::PeerStats> lastStats_;
+  std::vector<Observed> observed_;
 };
 
 }  // namespace theseus::attrs

@@ -11,7 +11,7 @@ namespace theseus::policy {
 
 struct Condition::Node {
   enum Kind {
-    kNumber, kBool, kRanks, kNodes, kAttr, kAggregate, kExists,
+    kNumber, kBool, kRanks, kNodes, kSlowLinks, kAttr, kAggregate, kExists,
     kNeg, kAdd, kSub, kMul, kDiv,
     kLt, kLe, kGt, kGe, kEq, kNe,
     kAnd, kOr, kNot,
@@ -283,8 +283,8 @@ Result<NodePtr> Parser::parsePrimary() {
       n->truth = word == "true";
       return NodePtr(n);
     }
-    if (word == "nranks" || word == "nnodes") {
-      n->kind = word == "nranks" ? Node::kRanks : Node::kNodes;
+    if (word == "nranks" || word == "nnodes" || word == "slow_links") {
+      n->kind = word == "nranks" ? Node::kRanks : word == "nnodes" ? Node::kNodes : Node::kSlowLinks;
       return NodePtr(n);
     }
     if (pos_ < s_.size() && (s_[pos_] == '*' || s_[pos_] == '?') && !word.empty() && word.back() == '.')
@@ -311,6 +311,7 @@ Num evalNum(const Node& n, const ConditionContext& ctx) {
     case Node::kNumber: return n.number;
     case Node::kRanks: return static_cast<double>(ctx.nranks);
     case Node::kNodes: return static_cast<double>(ctx.nnodes);
+    case Node::kSlowLinks: return ctx.slowLinks >= 0 ? Num(ctx.slowLinks) : std::nullopt;
     case Node::kAttr: return ctx.view->value(n.name, ctx.nowNs, ctx.maxAgeNs);
     case Node::kAggregate: return ctx.view->aggregate(*n.pattern, n.aggregate, ctx.nowNs, ctx.maxAgeNs);
     case Node::kNeg: {
@@ -380,6 +381,14 @@ Result<Condition> Condition::parse(const std::string& text) {
   TH_ASSIGN(c.root_, p.parseAll());
   return c;
 }
+
+namespace {
+bool mentions(const Condition::Node* n, Condition::Node::Kind k) {
+  return n != nullptr && (n->kind == k || mentions(n->a.get(), k) || mentions(n->b.get(), k));
+}
+}  // namespace
+
+bool Condition::usesSlowLinks() const { return mentions(root_.get(), Node::kSlowLinks); }
 
 std::optional<bool> Condition::eval(const ConditionContext& ctx) const {
   if (!root_ || ctx.view == nullptr) return std::nullopt;

@@ -12,12 +12,15 @@
 //   sum     := product (('+' | '-') product)*
 //   product := unary (('*' | '/') unary)*
 //   unary   := '-' unary | primary
-//   primary := number | 'true' | 'false' | 'nranks' | 'nnodes' | attribute
+//   primary := number | 'true' | 'false' | 'nranks' | 'nnodes' | 'slow_links' | attribute
 //            | aggregate '(' pattern ')' | 'exists' '(' pattern ')' | '(' expr ')'
 //   aggregate := min | max | mean | median | sum | count
 // An attribute is a dotted name (link.0.3.gbps); names with characters other
 // than [A-Za-z0-9_.:] (a '-' in a host name) are written in single quotes.
 // Function arguments are name patterns (attrs/pattern.h), quoted or not.
+// slow_links is the number of links whose verdict is slow (ring_order.h:
+// throughput, bottleneck fraction, penalty; a verdict stays until the link
+// is measured again or its measurement expires).
 //
 // Types are checked when the policy loads: comparisons and 'exists' are
 // booleans, everything else numbers; and/or/not take booleans, arithmetic and
@@ -52,6 +55,7 @@ struct ConditionContext {
   uint64_t maxAgeNs = 0;  // 0: values of any age count
   int nranks = 1;
   int nnodes = 1;
+  int slowLinks = -1;     // -1: not computed (slow_links is unknown)
   double margin = 0;      // relative margin
   int lean = 0;           // +1: apply the margin in favour of true; 0: exact
 };
@@ -66,6 +70,7 @@ class Condition {
   // true, false, or nothing when unknown.
   std::optional<bool> eval(const ConditionContext& ctx) const;
   const std::string& text() const { return text_; }
+  bool usesSlowLinks() const;
 
  private:
   std::string text_;

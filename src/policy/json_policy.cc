@@ -19,10 +19,10 @@ const schedule::Collective kCollectives[] = {
 
 // Orders computed at most once per evaluation.
 struct OrderMemo {
+  const LinkCosts* costs = nullptr;  // the link verdicts with host health
   std::optional<std::vector<int>> avoid[2];  // by bidirectional
   std::optional<std::vector<int>> byHost;
   std::optional<int> straggler;
-  std::optional<LinkCosts> costs;
 };
 
 bool isIdentity(const std::vector<int>& order) {
@@ -43,8 +43,9 @@ std::string JsonPolicy::describe() const {
   return out;
 }
 
-void JsonPolicy::advanceHysteresis(const PolicyInput& in) {
+void JsonPolicy::advanceHysteresis(const PolicyInput& in, int slowLinks) {
   ConditionContext ctx;
+  ctx.slowLinks = slowLinks;
   ctx.view = in.view;
   ctx.nowNs = in.nowNs;
   ctx.maxAgeNs = settings_.maxAgeNs;
@@ -69,8 +70,19 @@ void JsonPolicy::advanceHysteresis(const PolicyInput& in) {
 
 Result<DecisionTable> JsonPolicy::decide(const PolicyInput& in) {
   if (in.view == nullptr || in.nranks < 1) return invalidArgument("policy '%s': no view or no ranks", name_.c_str());
-  advanceHysteresis(in);
-  TH_ASSIGN(DecisionTable table, buildTable(in));
+  LinkCosts costs;
+  int slowLinks = -1;
+  if (usesLinks_) {
+    OrderOptions o;
+    o.slowRatio = settings_.slowRatio;
+    o.maxAgeNs = settings_.maxAgeNs;
+    verdicts_.update(measureLinks(in, o), in.nowNs, settings_.maxAgeNs);
+    slowLinks = verdicts_.slowLinks(settings_.slowRatio);
+    costs = verdicts_.current();
+    applyHostHealth(&costs, in, o);
+  }
+  advanceHysteresis(in, slowLinks);
+  TH_ASSIGN(DecisionTable table, buildTable(in, usesLinks_ ? &costs : nullptr));
   if (in.current != nullptr && in.currentAgeNs < settings_.minDwellNs && !table.sameDecisions(*in.current)) {
     TH_INFO(log::kPolicy, "policy '%s': a new table is ready but the current one stays %.1f s more (min_dwell_ms)",
             name_.c_str(), static_cast<double>(settings_.minDwellNs - in.currentAgeNs) / 1e9);
@@ -98,13 +110,8 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
       break;
     case RuleUse::Order::kAvoidSlowLinks: {
       const int bidir = use.bidirectional.value_or(false) ? 1 : 0;
-      if (!memo.avoid[bidir]) {
-        OrderOptions o;
-        o.slowRatio = settings.slowRatio;
-        o.maxAgeNs = settings.maxAgeNs;
-        if (!memo.costs) memo.costs = linkCosts(in, o);
-        memo.avoid[bidir] = avoidSlowLinksOrder(*memo.costs, bidir != 0, settings.slowRatio);
-      }
+      if (memo.costs == nullptr) return false;  // cannot happen: such rules make the policy track links
+      if (!memo.avoid[bidir]) memo.avoid[bidir] = avoidSlowLinksOrder(*memo.costs, bidir != 0, settings.slowRatio);
       order = *memo.avoid[bidir];
       break;
     }
@@ -134,10 +141,11 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
 
 }  // namespace
 
-Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in) {
+Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCosts* costs) {
   const int n = in.nranks, nodes = in.nnodes();
   const AlgoFilter& filter = AlgoFilter::fromEnv();
   OrderMemo memo;
+  memo.costs = costs;
   DecisionTable table;
   for (schedule::Collective c : kCollectives) {
     const uint32_t bit = 1u << static_cast<unsigned>(c);

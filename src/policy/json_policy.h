@@ -14,6 +14,10 @@
 // schedule NCCL_ALGO allows). Pieces no rule claims get the static choice.
 // Neighbouring pieces with the same decision merge.
 //
+// Links. When a rule uses "order": "avoid_slow_links" or its condition counts
+// slow_links, every evaluation first updates the per-link verdicts
+// (ring_order.h) from the view; both use those verdicts.
+//
 // Dwell. A table that differs from the current one is returned only when the
 // current one has been in effect for at least min_dwell_ms; before that the
 // current table comes back unchanged (the rules' states still advance).
@@ -27,6 +31,7 @@
 
 #include "policy/condition.h"
 #include "policy/policy.h"
+#include "policy/ring_order.h"
 
 namespace theseus::policy {
 
@@ -90,14 +95,16 @@ class JsonPolicy final : public Policy {
   friend class JsonPolicyParser;
   JsonPolicy() = default;
 
-  void advanceHysteresis(const PolicyInput& in);
-  Result<DecisionTable> buildTable(const PolicyInput& in);
+  void advanceHysteresis(const PolicyInput& in, int slowLinks);
+  Result<DecisionTable> buildTable(const PolicyInput& in, const LinkCosts* costs);
 
   std::string name_;
   std::string description_;
   std::string where_;
   PolicySettings settings_;
   std::vector<Rule> rules_;
+  bool usesLinks_ = false;  // a rule orders rings around slow links or counts slow_links
+  LinkVerdicts verdicts_;
 };
 
 // "65536", "64K", "1M", "2G", "1T" (binary multiples), "inf", "$small_msg_bytes".

@@ -443,6 +443,8 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& tex
   for (size_t i = 0; i < rules.size(); ++i) {
     Rule r;
     TH_CHECK(parseRule(rules[i], static_cast<int>(i), p->settings_, &r));
+    p->usesLinks_ = p->usesLinks_ || r.use.order == RuleUse::Order::kAvoidSlowLinks ||
+                    (r.when && r.when->usesSlowLinks());
     p->rules_.push_back(std::move(r));
   }
   return p;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <numeric>
 #include <string>
 
@@ -40,6 +41,10 @@ const attrs::Pattern& gbpsPattern() {
 }
 const attrs::Pattern& penaltyPattern() {
   static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.penalty").take();
+  return p;
+}
+const attrs::Pattern& bottleneckPattern() {
+  static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.bottleneck").take();
   return p;
 }
 const attrs::Pattern& waitPattern() {
@@ -146,53 +151,102 @@ std::vector<int> searchRing(const LinkCosts& c, std::vector<int> order, bool bid
 
 }  // namespace
 
-LinkCosts linkCosts(const PolicyInput& in, const OrderOptions& options) {
+LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
   const int n = in.nranks;
   LinkCosts c;
   c.nranks = n;
   c.slowness.assign(static_cast<size_t>(n) * n, 1.0);
+  c.measuredNs.assign(static_cast<size_t>(n) * n, 0);
   c.hostOf = in.hostOf.size() == static_cast<size_t>(n) ? in.hostOf : std::vector<int>(n, 0);
   const attrs::ClusterView& view = *in.view;
   const uint64_t now = in.nowNs, age = options.maxAgeNs;
-  std::vector<double> penalty(static_cast<size_t>(n) * n, 1.0);
-  auto median = view.aggregate(gbpsPattern(), attrs::Aggregate::kMedian, now, age);
+  const size_t links = static_cast<size_t>(n) * n;
+  std::vector<double> gbps(links, -1.0), bottleneck(links, -1.0), penalty(links, 1.0);  // -1: not measured
   int a, b;
-  view.forEach(gbpsPattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
-    if (!parseLink(name, n, &a, &b)) return;
-    double& s = c.slowness[static_cast<size_t>(a) * n + b];
-    if (e.value <= 0) s = LinkCosts::kUnusable;
-    else if (median && *median > 0) s = std::max(1.0, *median / e.value);
-  });
-  view.forEach(penaltyPattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
-    if (parseLink(name, n, &a, &b) && e.value > 0) penalty[static_cast<size_t>(a) * n + b] = e.value;
-  });
-  // Host health applies to links between hosts only.
-  const int hosts = in.nnodes();
-  std::vector<double> hostFloor(hosts, 1.0);
+  auto collect = [&](const attrs::Pattern& p, std::vector<double>& into) {
+    view.forEach(p, now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
+      if (!parseLink(name, n, &a, &b)) return;
+      size_t k = static_cast<size_t>(a) * n + b;
+      into[k] = e.value;
+      c.measuredNs[k] = std::max(c.measuredNs[k], e.timestampNs);
+    });
+  };
+  collect(gbpsPattern(), gbps);
+  collect(bottleneckPattern(), bottleneck);
+  collect(penaltyPattern(), penalty);
+  auto gbpsMedian = view.aggregate(gbpsPattern(), attrs::Aggregate::kMedian, now, age);
+  auto busyMedian = view.aggregate(bottleneckPattern(), attrs::Aggregate::kMedian, now, age);
+  for (size_t k = 0; k < links; ++k) {
+    if (c.measuredNs[k] == 0) continue;
+    double s = 1.0;
+    const bool busyKnown = bottleneck[k] >= 0;
+    // A link that holds both its ends back much more than the others is slow.
+    if (busyKnown && bottleneck[k] > 0.5 && busyMedian)
+      s = std::max(s, bottleneck[k] / std::max(*busyMedian, 0.05));
+    // Low throughput counts unless the link's own bottleneck fraction clears it
+    // (its sender only looked slow because its receiver was held up downstream).
+    if (gbpsMedian && *gbpsMedian > 0 && (!busyKnown || !busyMedian || bottleneck[k] > *busyMedian)) {
+      if (gbps[k] == 0) s = LinkCosts::kUnusable;  // measured, and nothing gets through
+      else if (gbps[k] > 0) s = std::max(s, *gbpsMedian / gbps[k]);
+    }
+    s *= penalty[k] > 0 ? penalty[k] : 1.0;
+    c.slowness[k] = std::min(s, LinkCosts::kUnusable);
+  }
+  for (int x = 0; x < n; ++x) c.slowness[static_cast<size_t>(x) * n + x] = 1.0;
+  return c;
+}
+
+void applyHostHealth(LinkCosts* c, const PolicyInput& in, const OrderOptions& options) {
+  const int n = c->nranks, hosts = in.nnodes();
+  const attrs::ClusterView& view = *in.view;
+  std::vector<double> floor(hosts, 1.0);
   for (int h = 0; h < hosts && h < static_cast<int>(in.hostNames.size()); ++h) {
     const std::string prefix = "node." + in.hostNames[h];
-    auto healthy = view.value(prefix + ".healthy", now, age);
+    auto healthy = view.value(prefix + ".healthy", in.nowNs, options.maxAgeNs);
     auto nics = attrs::Pattern::compile(prefix + ".nic.*.healthy");
     std::optional<double> nic;
-    if (nics.isOk()) nic = view.aggregate(nics.value(), attrs::Aggregate::kMin, now, age);
-    if (nic && *nic == 0) hostFloor[h] = 2.0 / options.slowRatio;
-    if (healthy && *healthy == 0) hostFloor[h] = LinkCosts::kUnusable;
+    if (nics.isOk()) nic = view.aggregate(nics.value(), attrs::Aggregate::kMin, in.nowNs, options.maxAgeNs);
+    if (nic && *nic == 0) floor[h] = 2.0 / options.slowRatio;
+    if (healthy && *healthy == 0) floor[h] = LinkCosts::kUnusable;
   }
   for (int x = 0; x < n; ++x) {
     for (int y = 0; y < n; ++y) {
-      double& s = c.slowness[static_cast<size_t>(x) * n + y];
-      if (x == y) {
-        s = 1.0;
-        continue;
-      }
-      s *= penalty[static_cast<size_t>(x) * n + y];
-      int hx = c.hostOf[x], hy = c.hostOf[y];
-      if (hx != hy && hx >= 0 && hy >= 0 && hx < hosts && hy < hosts)
-        s = std::max({s, hostFloor[hx], hostFloor[hy]});
-      s = std::min(s, LinkCosts::kUnusable);
+      int hx = c->hostOf[x], hy = c->hostOf[y];
+      if (x == y || hx == hy || hx < 0 || hy < 0 || hx >= hosts || hy >= hosts) continue;
+      double& s = c->slowness[static_cast<size_t>(x) * n + y];
+      s = std::min(std::max({s, floor[hx], floor[hy]}), LinkCosts::kUnusable);
     }
   }
+}
+
+LinkCosts linkCosts(const PolicyInput& in, const OrderOptions& options) {
+  LinkCosts c = measureLinks(in, options);
+  applyHostHealth(&c, in, options);
   return c;
+}
+
+void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs) {
+  if (verdicts_.nranks != measured.nranks || verdicts_.hostOf != measured.hostOf) verdicts_ = LinkCosts{};
+  if (verdicts_.nranks == 0) {
+    verdicts_ = measured;
+    return;
+  }
+  for (size_t k = 0; k < measured.slowness.size(); ++k) {
+    if (measured.measuredNs[k] > verdicts_.measuredNs[k]) {
+      verdicts_.slowness[k] = measured.slowness[k];
+      verdicts_.measuredNs[k] = measured.measuredNs[k];
+    } else if (verdicts_.measuredNs[k] != 0 && maxAgeNs != 0 && nowNs > verdicts_.measuredNs[k] &&
+               nowNs - verdicts_.measuredNs[k] > maxAgeNs) {
+      verdicts_.slowness[k] = 1.0;  // too old to trust: the link gets a fresh chance
+      verdicts_.measuredNs[k] = 0;
+    }
+  }
+}
+
+int LinkVerdicts::slowLinks(double slowRatio) const {
+  int count = 0;
+  for (double s : verdicts_.slowness) count += s > 1.0 / slowRatio;
+  return count;
 }
 
 std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf) {

@@ -84,6 +84,19 @@ TEST(AttributeStore, ReplaceSourceSwapsOnlyThatSource) {
   EXPECT_EQ(s.get("link.1.0.penalty")->value, 2);
 }
 
+TEST(AttributeStore, EveryWriteHasANewId) {
+  AttributeStore s(0);
+  ASSERT_TRUE(s.set("a.x", 1, Source::kApi).isOk());
+  uint64_t first = s.get("a.x")->writeId;
+  ASSERT_TRUE(s.set("b.x", 1, Source::kApi).isOk());
+  EXPECT_EQ(s.get("a.x")->writeId, first);  // untouched
+  ASSERT_TRUE(s.set("a.x", 1, Source::kApi).isOk());
+  EXPECT_GT(s.get("a.x")->writeId, first);  // the same value written again is a new measurement
+  ASSERT_TRUE(s.replaceSource(Source::kFile, {{"c.x", 2}}).isOk());
+  EXPECT_GT(s.get("c.x")->writeId, s.get("a.x")->writeId);
+  EXPECT_EQ(s.snapshot().entries[0].writeId, s.get("a.x")->writeId);
+}
+
 TEST(AttributeStore, SnapshotAgesGrowWithTime) {
   AttributeStore s(2);
   ASSERT_TRUE(s.set("old.value", 1, Source::kApi, nowNs() - 3000000000ull).isOk());
@@ -132,11 +145,11 @@ TEST(AttributeStore, ConcurrentWritersAndSnapshots) {
 TEST(Snapshot, RoundTripKeepsEverything) {
   Snapshot s;
   s.rank = 5;
-  s.entries = {{"a.b", 1.5, Source::kApi, 2000, 5},
-               {"link.5.2.gbps", 11.25, Source::kProbe, 0, 5},
-               {"node.h.healthy", 0, Source::kFile, 123456000, 5},
-               {"x.merged", -3, Source::kMerged, 7000, 2},
-               {"y.unknown_rank", 1e300, Source::kApi, 1000, -1}};
+  s.entries = {{"a.b", 1.5, Source::kApi, 2000, 5, 1},
+               {"link.5.2.gbps", 11.25, Source::kProbe, 0, 5, 99},
+               {"node.h.healthy", 0, Source::kFile, 123456000, 5, 7},
+               {"x.merged", -3, Source::kMerged, 7000, 2, 8},
+               {"y.unknown_rank", 1e300, Source::kApi, 1000, -1, 12345678901234ull}};
   auto back = Snapshot::deserialize(s.serialize());
   ASSERT_TRUE(back.isOk()) << back.status().message();
   ASSERT_EQ(back.value().entries.size(), s.entries.size());
@@ -148,6 +161,7 @@ TEST(Snapshot, RoundTripKeepsEverything) {
     EXPECT_EQ(a.source, b.source);
     EXPECT_EQ(a.ageNs / 1000, b.ageNs / 1000);  // microsecond resolution on the wire
     EXPECT_EQ(a.rank, b.rank);
+    EXPECT_EQ(a.writeId, b.writeId);
   }
 }
 
@@ -163,13 +177,14 @@ TEST(Snapshot, GarbageIsRejectedWithAReason) {
       {R"json({"format":1,"rank":-1,"a":[]})json", "\"rank\""},
       {R"json({"format":1,"rank":0})json", "\"a\" must be an array"},
       {R"json({"format":1,"rank":0,"a":[["x",1,0]]})json", "entry 0 must be"},
-      {R"json({"format":1,"rank":0,"a":[["x..y",1,0,0]]})json", "entry 0: attribute name"},
+      {R"json({"format":1,"rank":0,"a":[["x..y",1,0,0,1]]})json", "entry 0: attribute name"},
       {R"json({"format":1,"rank":0,"a":[["x","1",0,0]]})json", "entry 0 must be"},
-      {R"json({"format":1,"rank":0,"a":[["x",1,9,0]]})json", "unknown source 9"},
-      {R"json({"format":1,"rank":0,"a":[["x",1,0,-5]]})json", "entry 0 must be"},
-      {R"json({"format":1,"rank":0,"a":[["b",1,0,0],["a",1,0,0]]})json", "entry 1 ('a') is out of order"},
-      {R"json({"format":1,"rank":0,"a":[["a",1,0,0],["a",1,0,0]]})json", "out of order or repeated"},
-      {R"json({"format":1,"rank":0,"a":[["a",1,0,0,-7]]})json", "bad rank -7"},
+      {R"json({"format":1,"rank":0,"a":[["x",1,9,0,1]]})json", "unknown source 9"},
+      {R"json({"format":1,"rank":0,"a":[["x",1,0,-5,1]]})json", "entry 0 must be"},
+      {R"json({"format":1,"rank":0,"a":[["x",1,0,5]]})json", "entry 0 must be"},
+      {R"json({"format":1,"rank":0,"a":[["b",1,0,0,1],["a",1,0,0,2]]})json", "entry 1 ('a') is out of order"},
+      {R"json({"format":1,"rank":0,"a":[["a",1,0,0,1],["a",1,0,0,2]]})json", "out of order or repeated"},
+      {R"json({"format":1,"rank":0,"a":[["a",1,0,0,1,-7]]})json", "bad rank -7"},
   };
   for (const Case& c : cases) {
     auto r = Snapshot::deserialize(c.text);

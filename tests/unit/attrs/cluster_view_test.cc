@@ -52,6 +52,22 @@ TEST(ClusterView, ANewSnapshotReplacesEverythingTheRankReported) {
   EXPECT_EQ(v.reportingRanks(), (std::vector<int>{2}));
 }
 
+// Shipping delays vary: a value reported again unchanged keeps its timestamp;
+// a new write of it gets a new one.
+TEST(ClusterView, AReportedAgainMeasurementKeepsItsTimestamp) {
+  ClusterView v;
+  ASSERT_TRUE(v.merge(snapshot(1, {{"link.1.2.gbps", 1, Source::kProbe, 1 * kSec, -1, 7}}), 10 * kSec).isOk());
+  EXPECT_EQ(v.find("link.1.2.gbps")->timestampNs, 9 * kSec);
+  // 2 s later, with 3 ms more shipping delay: same write, same timestamp.
+  ASSERT_TRUE(v.merge(snapshot(1, {{"link.1.2.gbps", 1, Source::kProbe, 3 * kSec, -1, 7}}), 12 * kSec + 3000000)
+                  .isOk());
+  EXPECT_EQ(v.find("link.1.2.gbps")->timestampNs, 9 * kSec);
+  // A new measurement with the same value: a new timestamp.
+  ASSERT_TRUE(v.merge(snapshot(1, {{"link.1.2.gbps", 1, Source::kProbe, 0, -1, 8}}), 13 * kSec).isOk());
+  EXPECT_EQ(v.find("link.1.2.gbps")->timestampNs, 13 * kSec);
+  EXPECT_EQ(v.find("link.1.2.gbps")->writeId, 8u);
+}
+
 TEST(ClusterView, SeveralReportsOfOneName) {
   ClusterView v;
   // Newest wins for ordinary names, whichever rank reported it.
@@ -73,6 +89,15 @@ TEST(ClusterView, SeveralReportsOfOneName) {
   EXPECT_EQ(v.find("rank.3.wait_us")->value, 100);
   v.forgetRank(0);
   EXPECT_EQ(v.find("rank.3.wait_us")->source, Source::kProbe);  // one report left: its own source
+  // link.<a>.<b>.bottleneck: the smaller of the sender's and the receiver's fractions.
+  v.set("link.1.2.bottleneck", 0.95, Source::kProbe, 1, 20 * kSec);  // 1 had data queued for 2
+  v.set("link.1.2.bottleneck", 0.9, Source::kProbe, 2, 10 * kSec);   // 2 waited for 1
+  v.set("link.0.1.bottleneck", 0.97, Source::kProbe, 0, 20 * kSec);  // 0 queued (held up by 1)...
+  v.set("link.0.1.bottleneck", 0.02, Source::kProbe, 1, 20 * kSec);  // ...but 1 did not wait for 0
+  EXPECT_EQ(v.find("link.1.2.bottleneck")->value, 0.9);
+  EXPECT_EQ(v.find("link.1.2.bottleneck")->source, Source::kMerged);
+  EXPECT_EQ(v.find("link.0.1.bottleneck")->value, 0.02);
+  EXPECT_EQ(v.aggregate(pat("link.*.*.bottleneck"), Aggregate::kMax, 20 * kSec), 0.9);
 }
 
 TEST(ClusterView, Aggregations) {

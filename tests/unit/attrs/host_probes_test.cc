@@ -30,6 +30,7 @@ class FakeSysfs : public ::testing::Test {
     HostProbes::Options o;
     o.infinibandSysfs = root_;
     o.nvmlLibrary = "libtheseus-no-such-nvml.so.1";
+    o.minIntervalNs = 0;
     return o;
   }
   std::string root_;
@@ -53,6 +54,18 @@ TEST_F(FakeSysfs, NicHealthFromPortStates) {
   port("mlx5_0", 1, "1: DOWN");
   probes.poll(s);
   EXPECT_EQ(s.get("node.node1_cluster.nic.mlx5_0.healthy")->value, 0);
+}
+
+TEST_F(FakeSysfs, PollsAtMostOncePerInterval) {
+  port("mlx5_0", 1, "4: ACTIVE");
+  HostProbes::Options o = options();
+  o.minIntervalNs = 3600ull * 1000000000;
+  HostProbes probes(0, -1, "h", o);
+  AttributeStore s(0);
+  EXPECT_EQ(probes.poll(s), 1u);
+  port("mlx5_0", 1, "1: DOWN");
+  EXPECT_EQ(probes.poll(s), 0u);  // too soon: the hardware is not read again
+  EXPECT_EQ(s.get("node.h.nic.mlx5_0.healthy")->value, 1);
 }
 
 TEST_F(FakeSysfs, NoInfinibandAndNoNvmlIsNotAnError) {

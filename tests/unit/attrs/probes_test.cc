@@ -63,38 +63,57 @@ TEST(ProbeSet, IgnoresSmallTransfersBadPeersAndItself) {
 }
 
 TEST(ProbeSet, FoldsInCumulativePeerStats) {
+  constexpr uint64_t kMs = 1000000;
   ProbeSet p(0, 3, 1.0);  // weight 1: the latest sample
   AttributeStore s(0);
   transport::PeerStats st;
-  st.bytesSent = 8 * kMiB;
-  st.sendBusyNs = 4 * kMiB;
+  st.bytesSent = 1 * kMiB;
+  st.sendBusyNs = 1 * kMiB;
+  p.observePeerStats(1, st, 1000 * kMs);  // the first call only sets the baseline
+  EXPECT_EQ(p.publish(s), 0u);
+  // 100 ms later: 8 MiB sent in 4 Mi ns of busy time, 10 messages received after 30 ms of waiting.
+  st.bytesSent += 8 * kMiB;
+  st.sendBusyNs += 4 * kMiB;
   st.messagesReceived = 10;
-  st.recvWaitNs = 30000;
-  p.observePeerStats(1, st);
+  st.bytesReceived = 2 * kMiB;
+  st.recvWaitNs = 30 * kMs;
+  p.observePeerStats(1, st, 1100 * kMs);
   p.publish(s);
   EXPECT_DOUBLE_EQ(s.get("link.0.1.gbps")->value, 2.0);
-  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 30);
-  // Only the difference counts; too few new bytes wait for more.
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 30000);
+  EXPECT_NEAR(s.get("link.0.1.bottleneck")->value, double(4 * kMiB) / double(100 * kMs), 1e-12);  // queued
+  EXPECT_DOUBLE_EQ(s.get("link.1.0.bottleneck")->value, 0.3);                                     // waited
+  // Too few new bytes: nothing yet, the next sample covers both intervals.
   st.bytesSent += 1024;
   st.sendBusyNs += 1024;
-  p.observePeerStats(1, st);
+  p.observePeerStats(1, st, 1200 * kMs);
+  EXPECT_EQ(p.publish(s), 0u);
   st.bytesSent += 4 * kMiB;
   st.sendBusyNs += 8 * kMiB;
   st.messagesReceived += 5;
-  st.recvWaitNs += 5000;
-  p.observePeerStats(1, st);
+  st.bytesReceived += 1 * kMiB;
+  st.recvWaitNs += 180 * kMs;
+  p.observePeerStats(1, st, 1300 * kMs);
   p.publish(s);
   EXPECT_NEAR(s.get("link.0.1.gbps")->value, double(4 * kMiB + 1024) / double(8 * kMiB + 1024), 1e-12);
-  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 5);
+  EXPECT_NEAR(s.get("link.0.1.bottleneck")->value, double(8 * kMiB + 1024) / double(200 * kMs), 1e-12);
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 180000);
+  EXPECT_DOUBLE_EQ(s.get("link.1.0.bottleneck")->value, 180.0 / 200.0);
   // No new messages: no wait sample, even if the wait counter moved.
   st.recvWaitNs += 99999;
-  p.observePeerStats(1, st);
+  p.observePeerStats(1, st, 1400 * kMs);
   p.publish(s);
-  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 5);
-  // Counters that went backwards (a new connection) restart the deltas without a sample.
+  EXPECT_DOUBLE_EQ(s.get("rank.1.wait_us")->value, 180000);
+  // Counters that went backwards (a new connection) restart the baseline without a sample.
   transport::PeerStats fresh;
-  p.observePeerStats(1, fresh);
+  p.observePeerStats(1, fresh, 1500 * kMs);
   EXPECT_EQ(p.publish(s), 0u);
+  // Fractions never exceed 1 (busy time measured on several channels at once).
+  fresh.bytesSent = 1 * kMiB;
+  fresh.sendBusyNs = 500 * kMs;
+  p.observePeerStats(1, fresh, 1600 * kMs);
+  p.publish(s);
+  EXPECT_DOUBLE_EQ(s.get("link.0.1.bottleneck")->value, 1.0);
 }
 
 TEST(ProbeSet, ConcurrentRecordersNeverLoseTheValueRange) {

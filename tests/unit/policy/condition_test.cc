@@ -20,7 +20,8 @@ class Conditions : public ::testing::Test {
     view_.set("node.gpu-7.healthy", 0, attrs::Source::kFile, 0, 10 * kSec);
     view_.set("rank.2.wait_us", 500, attrs::Source::kProbe, 1, 1 * kSec);  // old
   }
-  std::optional<bool> eval(const std::string& text, int lean = 0, double margin = 0, uint64_t maxAge = 0) {
+  std::optional<bool> eval(const std::string& text, int lean = 0, double margin = 0, uint64_t maxAge = 0,
+                           int slowLinks = -1) {
     auto c = Condition::parse(text);
     EXPECT_TRUE(c.isOk()) << text << ": " << c.status().message();
     if (!c.isOk()) return std::nullopt;
@@ -32,6 +33,7 @@ class Conditions : public ::testing::Test {
     ctx.nnodes = 2;
     ctx.lean = lean;
     ctx.margin = margin;
+    ctx.slowLinks = slowLinks;
     return c.value().eval(ctx);
   }
   std::string error(const std::string& text) {
@@ -58,6 +60,14 @@ TEST_F(Conditions, ComparisonsAggregatesAndArithmetic) {
   EXPECT_EQ(eval("!(1 < 2) || 1 != 1"), false);
   EXPECT_EQ(eval("true"), true);
   EXPECT_EQ(eval("1e3 == 1000 and .5 == 0.5"), true);
+}
+
+TEST_F(Conditions, SlowLinksCountsLinkVerdicts) {
+  EXPECT_EQ(eval("slow_links > 0", 0, 0, 0, 2), true);
+  EXPECT_EQ(eval("slow_links > 0", 0, 0, 0, 0), false);
+  EXPECT_EQ(eval("slow_links > 0"), std::nullopt);  // not tracked
+  EXPECT_TRUE(Condition::parse("nranks > 2 and (slow_links >= 1 or false)").value().usesSlowLinks());
+  EXPECT_FALSE(Condition::parse("nranks > 2").value().usesSlowLinks());
 }
 
 TEST_F(Conditions, MissingDataIsUnknownNeverTrue) {

@@ -37,6 +37,75 @@ TEST(LinkCosts, SlownessFromThroughputPenaltyAndHealth) {
   EXPECT_DOUBLE_EQ(linkCosts(later, fresh).at(1, 2), 1.0);
 }
 
+// In a ring every link moves data at the slowest link's pace, so throughputs look
+// alike; the bottleneck fraction still points at the slow link.
+TEST(AvoidSlowLinks, BottleneckFractionsFindTheSlowLinkInAPipeline) {
+  attrs::ClusterView v;
+  setRingLinks(v, 4, 0.04, kSec);  // all equally slow, as measured in a throttled ring
+  for (int r = 0; r < 4; ++r) {
+    int next = (r + 1) % 4;
+    double queued = r == 1 || r == 0 ? 0.95 : 0.05, waited = r == 1 || r == 2 || r == 3 ? 0.9 : 0.05;
+    v.set("link." + std::to_string(r) + "." + std::to_string(next) + ".bottleneck", queued, attrs::Source::kProbe, r,
+          kSec);
+    v.set("link." + std::to_string(r) + "." + std::to_string(next) + ".bottleneck", waited, attrs::Source::kProbe, next,
+          kSec);
+  }
+  PolicyInput in = input(v, 4, kSec);
+  LinkCosts c = linkCosts(in, OrderOptions());
+  EXPECT_DOUBLE_EQ(c.at(1, 2), 0.9 / 0.05);  // over the median fraction
+  EXPECT_DOUBLE_EQ(c.at(0, 1), 1.0);  // queued because 1 was held up, but 1 did not wait
+  EXPECT_DOUBLE_EQ(c.at(2, 3), 1.0);  // 3 waited because 2 was starved, but 2 had nothing queued
+  std::vector<int> order = avoid(in);
+  EXPECT_FALSE(ringUses(order, 4, 1, 2)) << order[0] << order[1] << order[2] << order[3];
+}
+
+// Under CPU overload every link holds its ends back now and then: high
+// fractions everywhere single out no link.
+TEST(AvoidSlowLinks, UniformBottlenecksAreNoise) {
+  attrs::ClusterView v;
+  setRingLinks(v, 4, 0.2, kSec);
+  const double f[] = {0.6, 0.8, 0.7, 0.9};
+  for (int r = 0; r < 4; ++r)
+    v.set("link." + std::to_string(r) + "." + std::to_string((r + 1) % 4) + ".bottleneck", f[r],
+          attrs::Source::kProbe, r, kSec);
+  LinkCosts c = linkCosts(input(v, 4, kSec), OrderOptions());
+  for (int r = 0; r < 4; ++r) EXPECT_LT(c.at(r, (r + 1) % 4), 2.0) << r;
+}
+
+// A verdict changes only when its link is measured again, or expires.
+TEST(LinkVerdicts, KeepEachLinksVerdictUntilItIsMeasuredAgain) {
+  attrs::ClusterView v;
+  setRingLinks(v, 4, 10, 1 * kSec);
+  setLink(v, 1, 2, "gbps", 1, 1 * kSec);
+  OrderOptions o;
+  o.maxAgeNs = 5 * kSec;
+  LinkVerdicts verdicts;
+  verdicts.update(measureLinks(input(v, 4, 1 * kSec), o), 1 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  // A ring around 1 -> 2 no longer measures it, and its other links slow down
+  // a bit: judged afresh 1 -> 2 would look fine, the verdict stays.
+  setRingLinks(v, 4, 1.5, 3 * kSec);
+  setLink(v, 1, 2, "gbps", 1, 1 * kSec);
+  EXPECT_LT(measureLinks(input(v, 4, 3 * kSec), o).at(1, 2), 2.0);
+  verdicts.update(measureLinks(input(v, 4, 3 * kSec), o), 3 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  EXPECT_DOUBLE_EQ(verdicts.current().at(1, 2), 10.0);
+  // Its last measurement expires: a fresh chance.
+  verdicts.update(measureLinks(input(v, 4, 7 * kSec), o), 7 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  // Measured again, and fine.
+  setRingLinks(v, 4, 10, 8 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 8 * kSec), o), 8 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  // Measured again, and slow again.
+  setLink(v, 1, 2, "gbps", 2, 9 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 9 * kSec), o), 9 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  // Another communicator shape starts over.
+  verdicts.update(measureLinks(input(v, 3, 9 * kSec), o), 9 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.current().nranks, 3);
+}
+
 TEST(AvoidSlowLinks, HealthyClusterKeepsTheUsualRing) {
   attrs::ClusterView v;
   setRingLinks(v, 6, 10, kSec);

@@ -145,6 +145,25 @@ TEST_F(AdaptivePolicy, SlowLinkThenRecovery) {
   EXPECT_TRUE(sameChoices(current_, staticTable_)) << current_.describe();
 }
 
+// A throttled link in a running ring: every link measures the same low
+// throughput, but only the slow one is a bottleneck at both ends.
+TEST_F(AdaptivePolicy, BottleneckInAPipeline) {
+  setRingLinks(view_, 4, 0.03, now_);
+  tick();
+  for (int r = 0; r < 4; ++r) {
+    int next = (r + 1) % 4;
+    std::string name = "link." + std::to_string(r) + "." + std::to_string(next) + ".bottleneck";
+    view_.set(name, r <= 1 ? 0.97 : 0.03, attrs::Source::kProbe, r, now_);     // queued: 0 and 1
+    view_.set(name, r >= 1 ? 0.93 : 0.02, attrs::Source::kProbe, next, now_);  // waited: 2, 3, 0
+  }
+  tick();
+  const DecisionTable& t = tick();
+  EXPECT_EQ(swaps_, 1);
+  const Decision* d = t.lookup(Collective::kAllReduce, 16 << 20);
+  EXPECT_EQ(d->why, "rule 3 'slow or penalised link: ring around it'");
+  EXPECT_FALSE(ringUses(d->params.order, 4, 1, 2)) << d->toString();
+}
+
 TEST_F(AdaptivePolicy, OperatorPenaltyAndUnhealthyNic) {
   healthyLinks();
   tick();
