@@ -286,10 +286,14 @@ Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
       continue;
     }
     // Nothing moved: let the transports report errors (a corrupt message, a dead socket).
+    // A receive connection whose messages this plan has all taken is not asked: its
+    // sender may have finished and closed it (an orderly goodbye, not an error).
     for (LaneRun& lr : runs) {
       if (lr.finished()) continue;
       Plan& p = lr.plan();
-      for (PlanConn& c : p.conns) {
+      for (size_t i = 0; i < p.conns.size(); ++i) {
+        PlanConn& c = p.conns[i];
+        if (!c.isSend && lr.cursors[i].round >= p.rounds) continue;
         Status s = c.isSend ? (c.send ? c.send->progress() : Status::ok()) : (c.recv ? c.recv->progress() : Status::ok());
         if (!s.isOk()) return s.withContext(p.describe() + ": rank " + std::to_string(p.rank));
       }

@@ -222,7 +222,10 @@ class SocketRecvConnection final : public RecvConnection, public SocketWaitable 
       }
       idle &= !owes;
     }
-    if (eof_[0] && idle) error_ = ioError(IoResult::kClosed, 0, 0);
+    if (eof_[0] && idle)
+      error_ = ioError(IoResult::kClosed, 0, 0)
+                   .withContext("after " + std::to_string(parsed_) + " message(s), " + std::to_string(released_) +
+                                " of them consumed");
   }
 
   Status ioError(IoResult r, int err, uint32_t i) const {

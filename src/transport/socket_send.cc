@@ -35,6 +35,8 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
   ~SocketSendConnection() override {
     if (pump_ != nullptr) pump_->remove(this);
     flush();
+    TH_INFO(log::kNet, "closing the TCP connection to rank %d channel %d after %llu message(s)", p_.peer, p_.channel,
+            static_cast<unsigned long long>(completed_.load()));
     for (int fd : fds_) {
       shutdown(fd, SHUT_WR);
       close(fd);
