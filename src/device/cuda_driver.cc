@@ -1,6 +1,9 @@
 #include "device/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
+
+#include <cstddef>
 
 #include <atomic>
 #include <cstdint>
@@ -40,16 +43,38 @@ struct DriverLoader {
   }
 };
 
+// How many shared objects the process has loaded so far (dl_iterate_phdr's
+// dlpi_adds, read from the first object; the walk stops there).
+unsigned long long loadCount() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t size, void* out) -> int {
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs)) *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  return adds;
+}
+
+// The driver is looked up once it is loaded, and not again while nothing new
+// was loaded since the last miss: a dlopen(RTLD_NOLOAD) searches the library
+// path and costs microseconds, which host-only jobs must not pay per
+// collective. A device buffer cannot exist before libcuda is loaded, so a miss
+// with no new object loaded since is still a miss.
 const CudaDriver* CudaDriver::get() {
   static std::atomic<const CudaDriver*> driver{nullptr};
+  static std::atomic<unsigned long long> missedAt{~0ull};  // load count at the last miss
   static std::mutex mu;
   const CudaDriver* d = driver.load(std::memory_order_acquire);
   if (d != nullptr) return d;
+  const unsigned long long loads = loadCount();
+  if (loads != 0 && loads == missedAt.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(mu);
   d = driver.load();
   if (d == nullptr) {
     d = DriverLoader::load();  // kept for the life of the process once found
     driver.store(d, std::memory_order_release);
+    if (d == nullptr) missedAt.store(loads, std::memory_order_relaxed);
   }
   return d;
 }
