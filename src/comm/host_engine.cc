@@ -29,6 +29,7 @@ const IntKnob kSliceBytes("THESEUS_SLICE_BYTES", 128 << 10,
 
 constexpr uint32_t kP2pTag = 0x50325030;  // "P2P0"
 constexpr size_t kMaxShapes = 256;         // request shapes remembered for PREPARE
+constexpr size_t kInPlaceDirectMinBytes = 128 << 10;  // see lowerCollective
 
 uint64_t mix64(uint64_t x) {
   x ^= x >> 30;
@@ -472,6 +473,11 @@ Status HostEngine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   b.elemBytes = esz;
   plan.sliceBytes = memo->sliceBytes;
   exec::lowerTemplate(t, b, red, plan);
+  // In place, a rank overwrites the very memory its peers read zero-copy, so it
+  // must wait for their release first; below this size copying through the slot
+  // costs less than that wait (2 ranks: 32 KiB in place 8.0 us direct vs 5.2 us
+  // copied, even at 128 KiB, direct ahead from 256 KiB).
+  plan.directMinBytes = inPlace ? kInPlaceDirectMinBytes : 0;
 
   uint64_t seq = seq_++;
   nextSeq_.store(seq_, std::memory_order_relaxed);

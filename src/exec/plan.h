@@ -76,6 +76,7 @@ struct Plan {
   Reduction reduction;         // for reducing steps
   size_t elemBytes = 1;
   size_t sliceBytes = 0;       // largest piece (<= every connection's slot size)
+  size_t directMinBytes = 0;   // smaller pieces are copied into slots even where the peer could read them in place
   uint32_t tag = 0;            // carried by every message; both sides compute the same value
   int rank = -1;
   transport::TransportManager* transports = nullptr;
@@ -96,6 +97,7 @@ struct Plan {
     conns.clear();
     divideDst = nullptr;
     divideElems = 0;
+    directMinBytes = 0;
   }
 };
 

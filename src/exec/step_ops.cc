@@ -36,7 +36,7 @@ inline void combine(const Plan& plan, const PlanStep& step, void* dst, const voi
 
 // Publishes final data through an acquired slot: direct when the peer can read it in place.
 inline void publish(const Plan& plan, PieceIo& io, const transport::SendSlot& slot, const char* data, size_t bytes) {
-  if (io.out->canSendDirect(data, bytes)) {
+  if (bytes >= plan.directMinBytes && io.out->canSendDirect(data, bytes)) {
     io.directTicket = io.out->commitDirect(data, bytes, plan.tag);
   } else {
     memcpy(slot.data, data, bytes);

@@ -81,7 +81,7 @@ bool SharedMemoryRegistry::find(const void* p, size_t bytes, SharedRegionRef* ou
   const auto& [base, region] = *std::prev(after);
   size_t size = region.segment->size();
   if (addr - base >= size || bytes > size - (addr - base)) return false;
-  out->pid = getpid();
+  out->pid = static_cast<pid_t>(region.id >> 32);  // the creator (this process), without a getpid() syscall
   out->fd = region.segment->fd();
   out->id = region.id;
   out->offset = addr - base;
