@@ -61,7 +61,9 @@ void ProbeSet::recordWait(int peer, uint64_t waitNs) {
   peers_[peer].waitUs.add(static_cast<double>(waitNs) / 1e3, weight_, nowNs());
 }
 
-void ProbeSet::recordCollective(uint64_t ns) { collUs_.add(static_cast<double>(ns) / 1e3, weight_, nowNs()); }
+void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
+  collUs_.add(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
+}
 
 void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {
   if (peer < 0 || peer >= nranks_ || peer == rank_) return;

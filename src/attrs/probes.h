@@ -72,7 +72,7 @@ class ProbeSet {
   void recordTransfer(int peer, uint64_t bytes, uint64_t busyNs);
   void recordLatency(int peer, double us);
   void recordWait(int peer, uint64_t waitNs);
-  void recordCollective(uint64_t ns);
+  void recordCollective(uint64_t ns, uint64_t nowNsHint = 0);  // hint: the caller's clock reading (0: read it)
 
   // Folds a peer's cumulative transport counters in (the difference to the
   // previous call for that peer, at least kMinThroughputBytes apart): bytes

@@ -28,7 +28,9 @@ Status executeOps(std::vector<CommOps>& work) {
     if (!s.isOk()) return s;  // nothing ran yet: no communicator state changed
     lanes[i].health = [engine] { return engine->health(); };
     if (telemetry::Recorder* t = engine->telemetry())
-      lanes[i].onPlanDone = [t](const exec::Plan& p, uint64_t ns) { t->onPlanDone(p, ns); };
+      lanes[i].onPlanDone = [t](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
+        t->onPlanDone(p, ns, endNs);
+      };
     else
       lanes[i].onPlanDone = nullptr;
   }

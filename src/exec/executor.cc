@@ -85,7 +85,7 @@ Status beginPlan(LaneRun& lr) {
     lr.remaining = static_cast<uint32_t>(p.steps.size());
     lr.startNs = nowNs();
     if (lr.remaining > 0) return Status::ok();
-    if (lr.lane->onPlanDone) lr.lane->onPlanDone(p, 0);
+    if (lr.lane->onPlanDone) lr.lane->onPlanDone(p, 0, lr.startNs);
     ++lr.current;
   }
   return Status::ok();
@@ -201,7 +201,10 @@ Status visitStep(LaneRun& lr, uint32_t s, bool* progressed) {
 Status finishPlan(LaneRun& lr) {
   Plan& p = lr.plan();
   if (p.divideDst != nullptr && p.divideElems > 0) divide(p.reduction, p.divideDst, p.divideElems);
-  if (lr.lane->onPlanDone) lr.lane->onPlanDone(p, nowNs() - lr.startNs);
+  if (lr.lane->onPlanDone) {
+    uint64_t end = nowNs();
+    lr.lane->onPlanDone(p, end - lr.startNs, end);
+  }
   ++lr.current;
   return beginPlan(lr);
 }
@@ -249,7 +252,8 @@ std::string describeWaits(LaneRun& lr) {
 }  // namespace
 
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
-  int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : kStallTimeoutMs.get();
+  static const int64_t configuredStallMs = kStallTimeoutMs.get();
+  int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : configuredStallMs;
   static const int64_t spinIters = kSpinIters.get();
   static const int64_t sleepUs = kSleepUs.get();
 
@@ -269,7 +273,10 @@ Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
   }
 
   int64_t idle = 0;
+  // The clock is read only when idle: progress just marks that the stall
+  // interval restarts at the next idle look.
   uint64_t lastProgressNs = nowNs(), lastHealthNs = 0;
+  bool progressedSinceLook = false;
   for (;;) {
     bool sleepy = idle >= spinIters && oneManager && onlyManager != nullptr;
     uint64_t token = sleepy ? onlyManager->activityToken() : 0;
@@ -282,7 +289,7 @@ Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
     if (live == 0) return Status::ok();
     if (progressed) {
       idle = 0;
-      lastProgressNs = nowNs();
+      progressedSinceLook = true;
       continue;
     }
     // Nothing moved: let the transports report errors (a corrupt message, a dead socket).
@@ -304,6 +311,10 @@ Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
     }
     // Idle: check health (at most every millisecond), the abort flag and the stall timeout, then sleep.
     uint64_t now = nowNs();
+    if (progressedSinceLook) {
+      lastProgressNs = now;
+      progressedSinceLook = false;
+    }
     if (now - lastHealthNs > 1000000) {
       lastHealthNs = now;
       for (LaneRun& lr : runs) {

@@ -39,8 +39,9 @@ struct Lane {
   std::vector<Plan*> plans;
   // Polled while idle; a non-OK status fails the lane (e.g. a peer died).
   std::function<Status()> health;
-  // Called when a plan of the lane completes (telemetry), with its duration.
-  std::function<void(const Plan&, uint64_t ns)> onPlanDone;
+  // Called when a plan of the lane completes (telemetry), with its duration
+  // and the steady-clock time it ended (one clock read serves every consumer).
+  std::function<void(const Plan&, uint64_t ns, uint64_t endNs)> onPlanDone;
 };
 
 struct ExecOptions {

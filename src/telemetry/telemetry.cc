@@ -43,7 +43,7 @@ void Recorder::measureWaits(const exec::Plan& plan, CollectiveRecord& r) {
   }
 }
 
-void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns) {
+void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs) {
   const bool p2p = plan.scheduleName != nullptr && std::string_view(plan.scheduleName) == "p2p";
   uint64_t n = written_.load(std::memory_order_relaxed);
   CollectiveRecord& r = ring_[n % capacity_];
@@ -52,7 +52,7 @@ void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns) {
   r.schedule = plan.scheduleName;
   r.bytes = plan.bytes;
   r.durationNs = ns;
-  r.endNs = nowNs();
+  r.endNs = endNs != 0 ? endNs : nowNs();
   r.waitPeer = -1;
   r.waitNs = 0;
   if (transports_ != nullptr && plan.bytes >= kWaitProbeBytes) measureWaits(plan, r);
@@ -60,7 +60,7 @@ void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns) {
   bump(p2p ? p2p_ : collectives_, 1);
   bump(bytes_, plan.bytes);
   bump(busyNs_, ns);
-  if (probes_ != nullptr && !p2p) probes_->recordCollective(ns);
+  if (probes_ != nullptr && !p2p) probes_->recordCollective(ns, r.endNs);
 }
 
 Counters Recorder::counters() const {

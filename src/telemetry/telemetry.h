@@ -63,7 +63,7 @@ class Recorder {
            size_t capacity = 1024);
 
   // Executor thread.
-  void onPlanDone(const exec::Plan& plan, uint64_t ns);
+  void onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs = 0);  // endNs 0: now
 
   // Any thread.
   Counters counters() const;

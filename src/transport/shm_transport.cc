@@ -56,6 +56,7 @@ PeerLiveness::PeerLiveness(int rank, int pid) : rank_(rank), pid_(pid) {
 
 Status PeerLiveness::check() {
   if (!exited_) {
+    if ((++calls_ & 63) != 0) return Status::ok();  // the clock itself only every 64th call (idle spins call this)
     uint64_t now = nowNs();
     if (now < nextCheckNs_) return Status::ok();
     nextCheckNs_ = now + 100 * 1000 * 1000;

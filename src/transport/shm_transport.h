@@ -45,6 +45,7 @@ class PeerLiveness {
   int pid_;
   uint64_t startTime_ = 0;  // 0: unknown (then only existence is checked)
   uint64_t nextCheckNs_ = 0;
+  uint32_t calls_ = 63;  // the first call looks
   bool exited_ = false;
 };
 
