@@ -52,6 +52,9 @@ class TransportManager {
   // Activity doorbell: take a token, check your conditions, then wait on the token.
   virtual uint64_t activityToken() const = 0;
   virtual void waitForActivity(uint64_t token, int64_t timeoutUs) = 0;
+  // True when this host's ranks outnumber its usable cores: an idle rank should
+  // give its core away (sched_yield) rather than spin on it.
+  virtual bool sharesCores() const { return false; }
 
   // Counters per peer (index = rank), for attributes and telemetry.
   virtual PeerStats stats(int peer) const = 0;

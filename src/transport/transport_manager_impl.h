@@ -37,6 +37,7 @@ class TransportManagerImpl final : public TransportManager {
   Kind kindFor(int peer) const override;
   uint64_t activityToken() const override;
   void waitForActivity(uint64_t token, int64_t timeoutUs) override;
+  bool sharesCores() const override { return sharesCores_; }
   PeerStats stats(int peer) const override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   // Installs THESEUS_EMULATE's rules (before any connection exists).
@@ -65,6 +66,7 @@ class TransportManagerImpl final : public TransportManager {
   int nranks_ = 1;
   int channels_ = 1;
   bool spin_ = false;
+  bool sharesCores_ = false;
   uint64_t spinBudgetNs_ = 0;  // adaptive, see spinOnce()
   uint32_t spinProbe_ = 0;
   std::vector<Kind> kinds_;

@@ -130,6 +130,7 @@ Status TransportManagerImpl::setUp() {
     regions_ = std::make_unique<RegionCache>(config_.regionCacheEntries);
   }
   spin_ = config_.spinUs > 0 && usableCpus() >= static_cast<int>(local.size());
+  sharesCores_ = usableCpus() < static_cast<int>(local.size());
   spinBudgetNs_ = spin_ ? static_cast<uint64_t>(config_.spinUs) * 1000 : 0;
   TH_INFO(log::kInit | log::kShm | log::kNet, "rank %d transports: %d peers over shm, %d over TCP%s", rank_, nShm,
           nranks_ - 1 - nShm, spin_ ? " (spinning before sleeping)" : "");
