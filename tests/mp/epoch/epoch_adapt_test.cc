@@ -42,6 +42,11 @@ THESEUS_RANK_FN(adapt_body) {
   const size_t count = kBytes / sizeof(float);
   std::vector<float> buf(count);
   std::vector<double> ms;
+  // After the link heals, run until the original ring is in effect again (at
+  // most healedSteps more). Every rank stops at the same collective: the table
+  // in effect at collective i is the same on all ranks (that is the protocol),
+  // and a rank knows it once it has run i. Counting collectives alone would
+  // tie the test to their speed, while the policy's ages are in milliseconds.
   const int total = kThrottleTo + healedSteps;
   for (int i = 0; i < total; ++i) {
     std::fill(buf.begin(), buf.end(), 1.0f);
@@ -49,6 +54,11 @@ THESEUS_RANK_FN(adapt_body) {
     RANK_NCCL(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr));
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     RANK_CHECK(buf[count - 1] == static_cast<float>(ctx.nranks));
+    if (i >= kThrottleTo + 10 && i % 10 == 0) {
+      auto now = theseus::test::allreduceTables(theseus::test::decisionLogOf(comm), kBytes);
+      const auto* t = theseus::test::tableAt(now, static_cast<uint64_t>(i));
+      if (t != nullptr && t->schedule == now.front().schedule && t->order == now.front().order) break;
+    }
   }
   std::string log = theseus::test::decisionLogOf(comm);
   RANK_NCCL(ncclCommDestroy(comm));
@@ -134,7 +144,7 @@ TEST(EpochAdapt, SwapsAroundAThrottledLinkAndBackWhenItHeals) {
       "throttle:0->1:10%@seq=" + std::to_string(kThrottleFrom) + "-" + std::to_string(kThrottleTo);
   o.env["THESEUS_ATTRS_INTERVAL_MS"] = "50";
   o.env["THESEUS_POLICY_INTERVAL_MS"] = "50";
-  o.args = {"120"};
+  o.args = {"3000"};
   EXPECT_RANKS_OK(runRanks("adapt_body", 4, o));
   unlink(policy.c_str());
 }
