@@ -8,7 +8,9 @@
 # that took effect (collective number, schedule, why), and a side-by-side summary.
 #   scripts/demo.sh [build-dir] [nranks]
 # Environment: DEMO_BYTES (default 8 MiB per allreduce), DEMO_STEPS (healthy,degraded,healed;
-# default 15,30,45), DEMO_THROTTLE (default 10%).
+# default 20,60,260), DEMO_COMPUTE_MS (the compute part of each training step, default 20),
+# DEMO_THROTTLE (default 10%). The policy's ages are in milliseconds (adaptive.json: a link
+# not measured for 5 s gets re-tested), so the healed phase lasts a few seconds.
 set -euo pipefail
 build=${1:-build}
 nranks=${2:-4}
@@ -22,13 +24,15 @@ for tool in "$demo" "$run"; do
   fi
 done
 bytes=${DEMO_BYTES:-$((8 << 20))}
-steps=${DEMO_STEPS:-15,30,45}
+steps=${DEMO_STEPS:-20,60,260}
+compute=${DEMO_COMPUTE_MS:-20}
 throttle=${DEMO_THROTTLE:-10%}
 IFS=, read -r healthy degraded healed <<< "$steps"
 window="seq=$healthy-$((healthy + degraded))"
 emulate="throttle:0->1:$throttle@$window"
 echo "== Theseus adaptive demo: $nranks ranks on this host, allreduce of $((bytes >> 20)) MiB per step"
-echo "   steps: $healthy healthy, $degraded with link 0->1 at $throttle (THESEUS_EMULATE=\"$emulate\"), $healed healed"
+echo "   steps: $healthy healthy, $degraded with link 0->1 at $throttle (THESEUS_EMULATE=\"$emulate\"), $healed healed;"
+echo "   each step computes for $compute ms, then allreduces"
 echo "   load: $(uptime | sed 's/.*load average/load average/')"
 summaries=()
 for policy in static "$root/policies/adaptive.json"; do
@@ -36,7 +40,7 @@ for policy in static "$root/policies/adaptive.json"; do
   echo
   echo "== run with THESEUS_POLICY=$policy"
   out=$(THESEUS_POLICY="$policy" THESEUS_EMULATE="$emulate" \
-        "$run" -np "$nranks" --timeout 120 -- "$demo" --bytes "$bytes" --steps "$steps" --label "$label" 2>&1) || {
+        "$run" -np "$nranks" --timeout 120 -- "$demo" --bytes "$bytes" --steps "$steps" --compute-ms "$compute" --label "$label" 2>&1) || {
     echo "$out"
     echo "demo.sh: the $label run failed" >&2
     exit 1

@@ -7,15 +7,19 @@
 // one-line summary the script puts next to the other policy's.
 //
 // Usage (normally through scripts/demo.sh):
-//   theseus-demo [--bytes N] [--steps A,B,C] [--label text]
+//   theseus-demo [--bytes N] [--steps A,B,C] [--compute-ms M] [--label text]
 //     --steps A,B,C  A healthy steps, then B steps with the link degraded, then C healed;
 //                    THESEUS_EMULATE's window should be seq=A-(A+B) to match
+//     --compute-ms M the "forward and backward pass" of each step: M ms of
+//                    sleep before its allreduce (the policy's ages and dwell
+//                    are in milliseconds, so the loop should take real time)
 // Environment: THESEUS_RANK/THESEUS_NRANKS (or RANK/WORLD_SIZE) and NCCL_COMM_ID.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -41,6 +45,7 @@ bool ok(ncclResult_t r, const char* what, int rank) {
 struct Options {
   size_t bytes = 8 << 20;
   int steps[3] = {30, 60, 40};
+  int computeMs = 0;
   std::string label = "demo";
 };
 
@@ -51,6 +56,9 @@ bool parse(int argc, char** argv, Options* o) {
       o->bytes = strtoull(argv[++i], nullptr, 10);
     } else if (a == "--steps" && i + 1 < argc) {
       if (sscanf(argv[++i], "%d,%d,%d", &o->steps[0], &o->steps[1], &o->steps[2]) != 3) return false;
+    } else if (a == "--compute-ms" && i + 1 < argc) {
+      o->computeMs = atoi(argv[++i]);
+      if (o->computeMs < 0 || o->computeMs > 10000) return false;
     } else if (a == "--label" && i + 1 < argc) {
       o->label = argv[++i];
     } else {
@@ -119,6 +127,23 @@ void printDecisions(ncclComm_t comm, size_t bytes) {
   }
 }
 
+// The first collective in [from, to) at which the large-message allreduce
+// schedule changed, or -1.
+int firstSwapIn(ncclComm_t comm, size_t bytes, int from, int to) {
+  std::string log = text(theseusGetDecisionLog, comm), previous;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    std::string line = log.substr(start, end - start);
+    start = end == std::string::npos ? log.size() : end + 1;
+    std::string sched = allreduceSchedule(line, bytes);
+    int seq = atoi(field(line, "seq").c_str());
+    if (!previous.empty() && sched != previous && seq >= from && seq < to) return seq;
+    previous = sched;
+  }
+  return -1;
+}
+
 double linkGbps(ncclComm_t comm, const char* name) {
   double v = 0;
   int set = 0;
@@ -131,7 +156,8 @@ double linkGbps(ncclComm_t comm, const char* name) {
 int main(int argc, char** argv) {
   Options opt;
   if (!parse(argc, argv, &opt)) {
-    fprintf(stderr, "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--label text]\n");
+    fprintf(stderr,
+            "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--compute-ms M] [--label text]\n");
     return 2;
   }
   const int rank = envInt("THESEUS_RANK", "RANK");
@@ -148,17 +174,18 @@ int main(int argc, char** argv) {
   const size_t count = opt.bytes / sizeof(float);
   std::vector<float> grad(count, 1.0f);
   const char* phaseName[3] = {"healthy", "degraded", "healed"};
-  double phaseSec[3] = {0, 0, 0};
+  std::vector<double> stepSec;
   double linkSeen[3] = {-1, -1, -1};
   int step = 0;
   for (int phase = 0; phase < 3; ++phase) {
     for (int i = 0; i < opt.steps[phase]; ++i, ++step) {
+      if (opt.computeMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt.computeMs));
       for (float& g : grad) g = 1.0f;  // the "backward pass" writes fresh gradients
       auto t0 = std::chrono::steady_clock::now();
       if (!ok(ncclAllReduce(grad.data(), grad.data(), count, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce",
               rank))
         return 1;
-      phaseSec[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      stepSec.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (grad[count / 2] != static_cast<float>(nranks)) {
         fprintf(stderr, "[rank %d] step %d: wrong result %g\n", rank, step, grad[count / 2]);
         return 1;
@@ -168,17 +195,32 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     printf("== %s: %d ranks, allreduce of %.1f MiB per step\n", opt.label.c_str(), nranks, opt.bytes / 1048576.0);
-    printf("  %-9s %-9s %12s %12s %18s\n", "phase", "steps", "ms/step", "busbw GB/s", "link 0->1 GB/s");
+    printf("  %-9s %-9s %12s %12s %18s\n", "phase", "steps", "ms/allreduce", "busbw GB/s", "link 0->1 GB/s");
+    // Time per allreduce (compute excluded) over steps [first, last].
+    auto busbwOf = [&](int first, int last, double* perMs) {
+      double sec = 0;
+      for (int s = first; s <= last; ++s) sec += stepSec[s];
+      double per = last >= first ? sec / (last - first + 1) : 0;
+      *perMs = per * 1e3;
+      return per > 0 ? 2.0 * (nranks - 1) / nranks * double(opt.bytes) / per / 1e9 : 0;
+    };
     double busbw[3];
     for (int p = 0; p < 3; ++p) {
       int first = p == 0 ? 0 : (p == 1 ? opt.steps[0] : opt.steps[0] + opt.steps[1]);
-      double per = opt.steps[p] > 0 ? phaseSec[p] / opt.steps[p] : 0;
-      busbw[p] = per > 0 ? 2.0 * (nranks - 1) / nranks * double(opt.bytes) / per / 1e9 : 0;
+      double perMs = 0;
+      busbw[p] = busbwOf(first, first + opt.steps[p] - 1, &perMs);
       char range[32];
       snprintf(range, sizeof(range), "%d-%d", first, first + opt.steps[p] - 1);
       char link[32] = "-";
       if (linkSeen[p] >= 0) snprintf(link, sizeof(link), "%.2f", linkSeen[p]);
-      printf("  %-9s %-9s %12.1f %12.2f %18s\n", phaseName[p], range, per * 1e3, busbw[p], link);
+      printf("  %-9s %-9s %12.1f %12.2f %18s\n", phaseName[p], range, perMs, busbw[p], link);
+      // The degraded phase after the first change of schedule in it, if any.
+      int swap = p == 1 ? firstSwapIn(comm, opt.bytes, first, first + opt.steps[p]) : -1;
+      if (swap > first && swap < first + opt.steps[p]) {
+        double bw = busbwOf(swap, first + opt.steps[p] - 1, &perMs);
+        snprintf(range, sizeof(range), "%d-%d", swap, first + opt.steps[p] - 1);
+        printf("   (after the swap at #%d: %-9s %6.1f %12.2f)\n", swap, range, perMs, bw);
+      }
     }
     printDecisions(comm, opt.bytes);
     printf("SUMMARY %s %.3f %.3f %.3f\n", opt.label.c_str(), busbw[0], busbw[1], busbw[2]);
