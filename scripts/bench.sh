@@ -106,6 +106,13 @@ for n in $ranks; do
   done
 done
 
+# A single core's memcpy of the largest size, the yardstick for host-memory collectives.
+memcpy_gbps=""
+if [[ -x "$build/bin/reduce_bench" ]]; then
+  memcpy_gbps=$("$build/bin/reduce_bench" --benchmark_filter="BM_Memcpy/$maxv\$" --benchmark_min_time=0.5 2>/dev/null |
+    awk '/BM_Memcpy/ { for (i = 1; i <= NF; ++i) if ($i ~ /^buf_per_second=/) { sub(/buf_per_second=/, "", $i); print $i; exit } }')
+fi
+
 # summary.md: one table per collective, a column pair (+ ratio) per rank count.
 {
   echo "# Theseus vs OpenMPI, host memory"
@@ -117,6 +124,9 @@ done
   echo "in parentheses, the time per operation in us; ratio = Theseus busbw / OpenMPI busbw, computed from"
   echo "the times (> 1: Theseus is faster). Sizes: $minb..$maxb; $iters timed iterations up to $split, $iters_large above."
   echo "Same machine, same run: both libraries see the same load."
+  if [[ -n $memcpy_gbps ]]; then
+    echo "A single core's memcpy of $maxb (reduce_bench BM_Memcpy, buffer bytes per second): $memcpy_gbps."
+  fi
   for c in $colls; do
     echo
     echo "## $c"
@@ -132,10 +142,10 @@ done
     for s in $sizes; do
       line="| $s |"
       for n in $ranks; do
-        t=$(awk -v s="$s" '$1 == s {print $3 " (" $2 ")"}' "$out/theseus_${c}_${n}.dat" 2>/dev/null)
-        m=$(awk -v s="$s" '$1 == s {print $3 " (" $2 ")"}' "$out/openmpi_${c}_${n}.dat" 2>/dev/null)
-        tt=$(awk -v s="$s" '$1 == s {print $2}' "$out/theseus_${c}_${n}.dat" 2>/dev/null)
-        mt=$(awk -v s="$s" '$1 == s {print $2}' "$out/openmpi_${c}_${n}.dat" 2>/dev/null)
+        t=$(awk -v s="$s" '$1 == s {print $3 " (" $2 ")"; exit}' "$out/theseus_${c}_${n}.dat" 2>/dev/null)
+        m=$(awk -v s="$s" '$1 == s {print $3 " (" $2 ")"; exit}' "$out/openmpi_${c}_${n}.dat" 2>/dev/null)
+        tt=$(awk -v s="$s" '$1 == s {print $2; exit}' "$out/theseus_${c}_${n}.dat" 2>/dev/null)
+        mt=$(awk -v s="$s" '$1 == s {print $2; exit}' "$out/openmpi_${c}_${n}.dat" 2>/dev/null)
         r=$(awk -v t="${tt:-}" -v m="${mt:-}" \
               'BEGIN { if (t != "" && m != "" && t + 0 > 0) printf "%.3g", m / t; else print "-" }')
         line+=" ${t:--} | ${m:--} | $r |"
