@@ -37,6 +37,14 @@ void Ewma::add(double sample, double weight, uint64_t nowNs) {
   updates_.fetch_add(1, std::memory_order_release);
 }
 
+void Ewma::addExclusive(double sample, double weight, uint64_t nowNs) {
+  uint64_t n = updates_.load(std::memory_order_relaxed);
+  double old = value_.load(std::memory_order_relaxed);
+  value_.store(n == 0 ? sample : old + weight * (sample - old), std::memory_order_relaxed);
+  lastNs_.store(nowNs, std::memory_order_relaxed);
+  updates_.store(n + 1, std::memory_order_release);
+}
+
 ProbeSet::ProbeSet(int rank, int nranks, double weight)
     : rank_(rank),
       nranks_(nranks > 0 ? nranks : 0),
@@ -62,7 +70,8 @@ void ProbeSet::recordWait(int peer, uint64_t waitNs) {
 }
 
 void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
-  collUs_.add(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
+  // Only the thread running this communicator's collectives records them.
+  collUs_.addExclusive(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
 }
 
 void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {

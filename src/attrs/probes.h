@@ -46,6 +46,9 @@ namespace theseus::attrs {
 class Ewma {
  public:
   void add(double sample, double weight, uint64_t nowNs);
+  // The same for an average only one thread ever writes (no locked instructions:
+  // the per-collective time is folded in on every collective).
+  void addExclusive(double sample, double weight, uint64_t nowNs);
   bool hasValue() const { return updates_.load(std::memory_order_acquire) > 0; }
   double value() const { return value_.load(std::memory_order_relaxed); }
   uint64_t updates() const { return updates_.load(std::memory_order_acquire); }

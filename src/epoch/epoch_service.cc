@@ -20,7 +20,7 @@ const IntKnob kLeaseMs("THESEUS_EPOCH_LEASE_MS", 50,
                        "Epoch leases last about this long at the measured collective rate (longer: fewer control "
                        "messages; shorter: faster swaps)");
 const IntKnob kLeaseMin("THESEUS_EPOCH_LEASE_MIN", 2, "Shortest epoch lease, in collectives");
-const IntKnob kLeaseMax("THESEUS_EPOCH_LEASE_MAX", 4096,
+const IntKnob kLeaseMax("THESEUS_EPOCH_LEASE_MAX", 65536,
                         "Longest epoch lease, in collectives: a swap takes effect at most 1.5x this many collectives "
                         "after the leader decides");
 const IntKnob kWaitTimeoutMs("THESEUS_EPOCH_WAIT_TIMEOUT_MS", 600000,

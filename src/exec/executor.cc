@@ -30,8 +30,17 @@ struct StepRun {
   uint32_t finishedRounds = 0;   // rounds whose memory effects are final (direct reads released)
   uint64_t roundTicket = 0;      // last direct ticket of the current round (0: none)
   uint32_t pendHead = 0, pendCount = 0;
-  uint32_t pendRound[kMaxPendingRounds];
+  uint32_t pendRound[kMaxPendingRounds];  // only [pendHead, pendHead + pendCount) is meaningful
   uint64_t pendTicket[kMaxPendingRounds];
+  // Fresh state for a new plan; the pending arrays are left as they are (about
+  // 800 bytes a step that a small collective would otherwise clear every time).
+  void reset() {
+    round = piece = received = 0;
+    pieceReceived = inAdvanced = false;
+    finishedRounds = 0;
+    roundTicket = 0;
+    pendHead = pendCount = 0;
+  }
 };
 
 struct Cursor {
@@ -80,7 +89,8 @@ Status beginPlan(LaneRun& lr) {
         c.recv = r.value();
       }
     }
-    lr.steps.assign(p.steps.size(), StepRun{});
+    lr.steps.resize(p.steps.size());  // keeps this thread's capacity: no allocation per collective
+    for (StepRun& s : lr.steps) s.reset();
     lr.cursors.assign(p.conns.size(), Cursor{});
     lr.remaining = static_cast<uint32_t>(p.steps.size());
     lr.startNs = nowNs();
@@ -262,8 +272,11 @@ Status execute(std::vector<Lane>& lanes, const ExecOptions& options) {
   transport::TransportManager* onlyManager = nullptr;
   bool oneManager = true;
   for (size_t i = 0; i < lanes.size(); ++i) {
-    runs[i] = LaneRun{};
-    runs[i].lane = &lanes[i];
+    LaneRun& r = runs[i];  // reused: its vectors keep their capacity
+    r.lane = &lanes[i];
+    r.current = 0;
+    r.remaining = 0;
+    r.startNs = 0;
     TH_CHECK(beginPlan(runs[i]));
     for (Plan* p : lanes[i].plans) {
       if (p->transports == nullptr) continue;
