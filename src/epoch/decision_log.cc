@@ -62,6 +62,7 @@ DecisionLog::DecisionLog(uint64_t commHash, int rank) : commHash_(commHash), pat
 }
 
 DecisionLog::~DecisionLog() {
+  flush();
   if (fd_ >= 0) close(fd_);
 }
 
@@ -84,27 +85,41 @@ std::string DecisionLog::formatBody(uint64_t version, const std::string& reason,
   return text.substr(1);  // without the opening brace
 }
 
-void DecisionLog::record(uint64_t seq, const std::string& body) {
-  std::string line = "{\"comm\":\"" + hex(commHash_) + "\",\"seq\":" + std::to_string(seq) + "," + body + "\n";
+void DecisionLog::record(uint64_t seq, std::shared_ptr<const std::string> body) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ >= 0) {
-    ssize_t n = write(fd_, line.data(), line.size());
-    if (n != static_cast<ssize_t>(line.size())) {
-      TH_WARN("THESEUS_DECISION_LOG: writing %s failed: %s; further lines stay in memory only", path_.c_str(),
-              n < 0 ? strerror(errno) : "short write");
-      close(fd_);
-      fd_ = -1;
+  queued_.push_back(Queued{seq, std::move(body)});
+}
+
+void DecisionLog::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  flushLocked();
+}
+
+void DecisionLog::flushLocked() const {
+  for (; !queued_.empty(); queued_.pop_front()) {
+    const Queued& q = queued_.front();
+    std::string line = "{\"comm\":\"" + hex(commHash_) + "\",\"seq\":" + std::to_string(q.seq) + "," +
+                       (q.body ? *q.body : std::string("}")) + "\n";
+    if (fd_ >= 0) {
+      ssize_t n = write(fd_, line.data(), line.size());
+      if (n != static_cast<ssize_t>(line.size())) {
+        TH_WARN("THESEUS_DECISION_LOG: writing %s failed: %s; further lines stay in memory only", path_.c_str(),
+                n < 0 ? strerror(errno) : "short write");
+        close(fd_);
+        fd_ = -1;
+      }
     }
-  }
-  lines_.push_back(std::move(line));
-  if (lines_.size() > kMaxLines) {
-    lines_.pop_front();
-    ++dropped_;
+    lines_.push_back(std::move(line));
+    if (lines_.size() > kMaxLines) {
+      lines_.pop_front();
+      ++dropped_;
+    }
   }
 }
 
 std::string DecisionLog::text() const {
   std::lock_guard<std::mutex> lock(mu_);
+  flushLocked();
   std::string out;
   for (const auto& l : lines_) out += l;
   return out;
@@ -112,6 +127,7 @@ std::string DecisionLog::text() const {
 
 size_t DecisionLog::lines() const {
   std::lock_guard<std::mutex> lock(mu_);
+  flushLocked();
   return lines_.size() + dropped_;
 }
 

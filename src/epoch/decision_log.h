@@ -6,9 +6,10 @@
 // One JSON object per line, identical on every rank of a communicator:
 //   {"comm":"<hash>","seq":E,"version":v,"reason":"...","table":[
 //     {"collective":"allreduce","min":0,"max":32768,"schedule":"ring","params":"order=0,2,1,3","slice":0},...]}
-// The body (everything but "seq") is formatted when the table is prepared, so
-// installing it at its collective costs one string append and, with a log
-// file, one write().
+// The body (everything but "seq") is formatted when the table is prepared, and
+// installing it at its collective only queues (seq, body) — no formatting, no
+// I/O on the application's thread: the epoch thread writes queued lines to the
+// file on its next pass (and text() and the destructor flush them too).
 //
 // THESEUS_DECISION_LOG=path writes the lines to a file; "%r" in the path
 // becomes the rank in the communicator, "%p" the pid, "%c" the communicator's
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -36,8 +38,11 @@ class DecisionLog {
 
   // The line without its "seq" (see above).
   static std::string formatBody(uint64_t version, const std::string& reason, const policy::DecisionTable& table);
-  // Appends the line of a table that took effect at collective `seq`.
-  void record(uint64_t seq, const std::string& body);
+  // Appends the line of a table that took effect at collective `seq` (queued; cheap).
+  void record(uint64_t seq, std::shared_ptr<const std::string> body);
+  void record(uint64_t seq, std::string body) { record(seq, std::make_shared<const std::string>(std::move(body))); }
+  // Formats queued lines and writes them to the log file, if any.
+  void flush();
 
   std::string text() const;  // all lines kept, each ending in '\n'
   size_t lines() const;
@@ -49,10 +54,17 @@ class DecisionLog {
  private:
   uint64_t commHash_;
   std::string path_;
-  int fd_ = -1;
+  mutable int fd_ = -1;
+  struct Queued {
+    uint64_t seq;
+    std::shared_ptr<const std::string> body;
+  };
+  void flushLocked() const;
+
   mutable std::mutex mu_;
-  std::deque<std::string> lines_;
-  size_t dropped_ = 0;
+  mutable std::deque<Queued> queued_;
+  mutable std::deque<std::string> lines_;
+  mutable size_t dropped_ = 0;
 };
 
 }  // namespace theseus::epoch

@@ -61,7 +61,7 @@ struct Epoch {
   uint64_t fromSeq = 0;          // first collective it applies to (set by COMMIT)
   policy::DecisionTable table;
   std::string reason;            // why the leader chose it (decision log)
-  std::string logBody;           // its decision-log line without "seq" (formatted off the critical path)
+  std::shared_ptr<const std::string> logBody;  // its decision-log line without "seq" (formatted off the critical path)
   std::unique_ptr<Prepared> prepared;
 };
 

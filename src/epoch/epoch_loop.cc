@@ -47,7 +47,7 @@ void runPrepare(Shared& s) {
   std::shared_ptr<Epoch> job = s.clock->takePrepareJob();
   if (job == nullptr) return;
   uint64_t start = nowNs();
-  job->logBody = DecisionLog::formatBody(job->version, job->reason, job->table);
+  job->logBody = std::make_shared<const std::string>(DecisionLog::formatBody(job->version, job->reason, job->table));
   Status st = s.participant != nullptr ? s.participant->prepareEpoch(*job) : Status::ok();
   if (!st.isOk())
     TH_WARN("epoch rank %d: cannot prepare decision table v%llu: %s", s.rank,
@@ -221,6 +221,7 @@ void runEpochLoop(Shared& s) {
       std::swap(nack, s.nackVersion);
       nackWhy.swap(s.nackWhy);
     }
+    if (s.log != nullptr) s.log->flush();  // lines the application's thread queued (THESEUS_DECISION_LOG)
     if (nack != 0) sendAck(s, nack, invalidArgument("%s", nackWhy.c_str()));
     if (prepare) runPrepare(s);
     if (s.rank == 0) {

@@ -215,7 +215,7 @@ Result<std::unique_ptr<EpochService>> EpochService::create(const ServiceOptions&
   initial->table = table.take();
   initial->table.setVersion(1);
   initial->reason = h.reason;
-  initial->logBody = DecisionLog::formatBody(1, h.reason, initial->table);
+  initial->logBody = std::make_shared<const std::string>(DecisionLog::formatBody(1, h.reason, initial->table));
   svc->log_->record(0, initial->logBody);
 
   auto shared = std::make_shared<Shared>();

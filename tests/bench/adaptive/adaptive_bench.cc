@@ -287,9 +287,13 @@ THESEUS_RANK_FN(swap_cost_body) {
 TEST(AdaptiveBench, CostOfASwap) {
   SpawnOptions o;
   o.timeoutSec = 600;
-  o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "25";
-  o.args = {"4000"};
-  EXPECT_RANKS_OK(runRanks("swap_cost_body", 4, o));
+  // A swap every ADAPTIVE_BENCH_SWAP_EVERY collectives (default 100).
+  const char* every = getenv("ADAPTIVE_BENCH_SWAP_EVERY");
+  o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = every != nullptr ? every : "100";
+  const char* iters = getenv("ADAPTIVE_BENCH_SWAP_ITERS");
+  o.args = {iters != nullptr ? iters : "8000"};
+  const char* n = getenv("ADAPTIVE_BENCH_SWAP_RANKS");
+  EXPECT_RANKS_OK(runRanks("swap_cost_body", n != nullptr ? atoi(n) : 4, o));
 }
 
 }  // namespace
