@@ -38,7 +38,7 @@ InputModel::InputModel(ncclDataType_t type, OpKind op, int nranks, uint64_t seed
       // 2*K*R <= maxPos: no overflow in any order, mulsum included.
       uint64_t r = maxPos / (2 * static_cast<uint64_t>(n));
       range_ = static_cast<int64_t>(std::max<uint64_t>(1, std::min<uint64_t>(r, uint64_t{1} << 62)));
-      window_ = static_cast<int>(std::min<uint64_t>(n, std::max<uint64_t>(1, maxPos / (2 * range_))));
+      window_ = static_cast<int>(std::min<uint64_t>(n, std::max<uint64_t>(1, maxPos / (2 * static_cast<uint64_t>(range_)))));
     } else if (op == OpKind::kProd) {
       window_ = std::min(n, info_->isSigned ? bits - 2 : bits - 1);  // 2^K fits
     } else {

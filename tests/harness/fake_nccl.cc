@@ -35,6 +35,12 @@
 
 namespace {
 
+// memcpy that accepts empty ranges (count 0 has NULL buffers and empty vectors).
+void copyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) memcpy(dst, src, n);
+}
+
+
 using theseus::perf::decodeFloat;
 using theseus::perf::encodeFloat;
 using theseus::perf::loadBits;
@@ -188,7 +194,7 @@ void reduceInto(const std::vector<Contribution>& parts, size_t first, size_t n, 
     for (size_t i = 0; i < n; ++i) reduceElement(parts[r], src, acc.data(), i, r == 0, nranks);
   }
   finishAvg(parts[0], acc.data(), n, nranks);
-  memcpy(dst, acc.data(), acc.size());
+  copyBytes(dst, acc.data(), acc.size());
 }
 
 // Computes every rank's output; inputs are read before any output is written.
@@ -204,7 +210,7 @@ void execute(std::vector<Contribution>& parts) {
       out[0].resize(cnt * es);
       reduceInto(parts, 0, cnt, out[0].data());
       for (int r = 0; r < n; ++r)
-        if (c0.kind == Kind::kAllReduce || r == c0.root) memcpy(parts[r].recv, out[0].data(), cnt * es);
+        if (c0.kind == Kind::kAllReduce || r == c0.root) copyBytes(parts[r].recv, out[0].data(), cnt * es);
       return;
     case Kind::kReduceScatter:
       for (int r = 0; r < n; ++r) {
@@ -221,7 +227,7 @@ void execute(std::vector<Contribution>& parts) {
       for (int r = 0; r < n; ++r) {
         if (c0.kind == Kind::kGather && r != c0.root) continue;
         out[r].resize(n * cnt * es);
-        for (int s = 0; s < n; ++s) memcpy(&out[r][s * cnt * es], parts[s].send, cnt * es);
+        for (int s = 0; s < n; ++s) copyBytes(out[r].data() + s * cnt * es, parts[s].send, cnt * es);
       }
       break;
     case Kind::kScatter:
@@ -233,12 +239,12 @@ void execute(std::vector<Contribution>& parts) {
       for (int r = 0; r < n; ++r) {
         out[r].resize(n * cnt * es);
         for (int s = 0; s < n; ++s)
-          memcpy(&out[r][s * cnt * es], static_cast<const char*>(parts[s].send) + r * cnt * es, cnt * es);
+          copyBytes(out[r].data() + s * cnt * es, static_cast<const char*>(parts[s].send) + r * cnt * es, cnt * es);
       }
       break;
   }
   for (int r = 0; r < n; ++r)
-    if (!out[r].empty()) memcpy(parts[r].recv, out[r].data(), out[r].size());
+    if (!out[r].empty()) copyBytes(parts[r].recv, out[r].data(), out[r].size());
 }
 
 ncclResult_t runOps(std::vector<PendingOp>& ops) {
@@ -278,7 +284,7 @@ ncclResult_t runOps(std::vector<PendingOp>& ops) {
     Message m = std::move(box.front());
     box.pop_front();
     if (m.data.size() != op.c.count * typeInfo(op.c.type).size) return fail(ncclInvalidUsage, "send/recv size mismatch");
-    memcpy(op.c.recv, m.data.data(), m.data.size());
+    copyBytes(op.c.recv, m.data.data(), m.data.size());
   }
   for (PendingOp& op : ops) {
     if (op.type != PendingOp::Type::kCollective) continue;

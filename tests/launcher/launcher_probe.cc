@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   if (mode == "crash") {
     if (rank() == atoi(argv[2])) {
       sleepSec(0.2);
+      signal(SIGSEGV, SIG_DFL);  // die of the signal even where a sanitizer installed its own handler
       raise(SIGSEGV);
     }
     writePid(arg(3), "pid." + std::to_string(rank()));
