@@ -30,14 +30,15 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|bench' $(CTEST_FLAGS)
 
-# Sanitizer runs: OpenMPI's own leaks are suppressed (tests/sanitizers/lsan.supp), and the
-# harness test that LD_PRELOADs a corruption interposer needs ASan's link-order check off.
+# Sanitizer runs: OpenMPI's own leaks and lock-order reports are suppressed (tests/sanitizers/),
+# and the harness test that LD_PRELOADs a corruption interposer needs ASan's link-order check off.
 test-asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp ASAN_OPTIONS=verify_asan_link_order=0 \
 	  $(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=address -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
 
 test-tsan:
-	$(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
+	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/tsan.supp \
+	  $(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
 
 bench: build
 	scripts/bench.sh $(BUILD)

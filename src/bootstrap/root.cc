@@ -58,6 +58,7 @@ class RootService {
   void onFrame(Incoming& c, wire::Frame& f);
   void onJoin(int fd, const wire::RootJoin& j);
   void onForward(int fd, const wire::Frame& f);
+  void onForwardPayload(int fd, const std::string& payload);
   void reject(int fd, const std::string& why);
   void checkLiveness(int fd, const std::string& who);
   bool shareComplete() const { return static_cast<int>(members_.size()) == ranksOfRoot(rootIndex_, nranks_, nRoots_); }
@@ -83,6 +84,9 @@ class RootService {
   std::map<int, Member> members_;       // this root's share, by rank
   std::map<int, PeerInfo> forwarded_;   // root 0: ranks reported by the other roots
   std::map<int, int> forwardFds_;       // root 0: root index -> connection
+  // Root 0: reports of other roots that arrived before any rank of root 0 joined
+  // (nothing to check them against yet); handled at the first join.
+  std::vector<std::pair<int, std::string>> earlyForwards_;
 };
 
 void RootService::run() {
@@ -205,6 +209,9 @@ void RootService::onJoin(int fd, const wire::RootJoin& j) {
     idsHash_ = j.idsHash;
     root0Id_ = j.root0Id;
     deadline_ = Deadline::afterMs(timeoutMs_);
+    std::vector<std::pair<int, std::string>> early;
+    early.swap(earlyForwards_);
+    for (auto& [efd, payload] : early) onForwardPayload(efd, payload);
   }
   char why[256] = "";
   if (j.nranks != nranks_ || j.nRoots != nRoots_ || j.rootIndex != rootIndex_ || j.idsHash != idsHash_)
@@ -222,7 +229,15 @@ void RootService::onJoin(int fd, const wire::RootJoin& j) {
 }
 
 void RootService::onForward(int fd, const wire::Frame& f) {
-  wire::Reader r(f.payload);
+  if (!started_) {
+    earlyForwards_.emplace_back(fd, f.payload);
+    return;
+  }
+  onForwardPayload(fd, f.payload);
+}
+
+void RootService::onForwardPayload(int fd, const std::string& payload) {
+  wire::Reader r(payload);
   int32_t root, nranks, nRoots;
   uint64_t idsHash;
   uint32_t n;
@@ -348,6 +363,8 @@ void RootService::closeEverything() {
   members_.clear();
   for (auto& [root, fd] : forwardFds_) closeFd(&fd);
   forwardFds_.clear();
+  for (auto& [fd, payload] : earlyForwards_) closeFd(&fd);
+  earlyForwards_.clear();
 }
 
 }  // namespace

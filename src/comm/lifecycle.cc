@@ -173,7 +173,11 @@ Status reclaim(const std::shared_ptr<LifecycleState>& st, bool abort) {
   }
   TH_CHECK(waitForOpsIdle(*st, limitMs, abort ? "ncclCommAbort" : "ncclCommDestroy"));
   const int rank = comm->rank();
-  if (abort && comm->bootstrap() != nullptr) comm->bootstrap()->abandon();  // peers see a failure, not a goodbye
+  if (abort && comm->bootstrap() != nullptr) {
+    // The engine's threads (epoch service) use the bootstrap: stop them before its sockets go.
+    if (comm->engine() != nullptr) comm->engine()->shutdown();
+    comm->bootstrap()->abandon();  // peers see a failure, not a goodbye
+  }
   comm->releaseResources();
   comm->invalidateHandle();
   {
@@ -224,7 +228,9 @@ Status commInitRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* ids, in
   int dev = callerCudaDevice();
   if (dev < 0) dev = 0;
   auto st = newCommunicator(cfg);
-  *newcomm = static_cast<ncclComm*>(st->comm);
+  // Published before a blocking init waits: another thread may pick the handle up
+  // there (to abort the init), so the store releases the communicator's state.
+  __atomic_store_n(newcomm, static_cast<ncclComm*>(st->comm), __ATOMIC_RELEASE);
   std::vector<ncclUniqueId> idCopy(ids, ids + nIds);
   return enqueueJob(st->comm, cfg.blocking,
                     [st, idCopy, rank, nranks, dev] { return runInit(st, idCopy, rank, nranks, dev); });

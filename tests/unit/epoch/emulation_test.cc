@@ -175,7 +175,9 @@ TEST(EmulationWire, AbsoluteRateBoundsThroughputAndCountsBusyTime) {
   while (!c->tryAcquire(&slot)) {
   }
   double busy = counters.timeNs.load() / 1e9;
-  EXPECT_GE(busy, s * 0.8) << "the wire held data back for most of the time";
+  // The wire held data back for (at least) the time 0.5 GB/s needs; relative to the
+  // elapsed time this would depend on how fast the loop around it runs (sanitizers).
+  EXPECT_GE(busy, 39.0 * (256 << 10) / 0.5e9 * 0.9) << "the wire must count its busy time";
   EXPECT_LE(busy, s * 1.05 + 0.01);
 }
 
