@@ -66,7 +66,8 @@ class Netns : public ::testing::Test {
   void TearDown() override {
     for (auto& ns : hosts_) run("ip netns del " + ns);
     if (!sw_.empty()) run("ip netns del " + sw_);
-    if (!getenv("KEEP_LOGS")) run("rm -f " + logBase_ + ".*");
+    // THESEUS_TEST_KEEP_LOGS=1 keeps the ranks' logs (all subsystems) for debugging a failure.
+    if (!getenv("THESEUS_TEST_KEEP_LOGS")) run("rm -f " + logBase_ + ".*");
   }
   // Host i: namespace with address 10.99.0.(i+1)/24 on a veth plugged into the bridge.
   void addHosts(int n) {
@@ -90,7 +91,7 @@ class Netns : public ::testing::Test {
     o.createUniqueId = false;
     o.env["NCCL_COMM_ID"] = "10.99.0.1:29511";
     o.env["NCCL_DEBUG"] = "INFO";
-    o.env["NCCL_DEBUG_SUBSYS"] = getenv("KEEP_LOGS") ? "ALL" : "INIT,BOOTSTRAP";
+    o.env["NCCL_DEBUG_SUBSYS"] = getenv("THESEUS_TEST_KEEP_LOGS") ? "ALL" : "INIT,BOOTSTRAP";
     o.env["NCCL_DEBUG_FILE"] = logBase_ + ".%p";
     o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "30000";
     std::string csv;
