@@ -3,33 +3,17 @@
 // (not src/api) so unit tests can call them; no exception crosses the C ABI and
 // an error becomes the return code plus a WARN (the ncclGetLastError() text).
 #include <cstring>
-#include <exception>
 
 #include "comm/communicator.h"
 #include "comm/host_engine.h"
 #include "common/log.h"
+#include "common/c_boundary.h"
 #include "theseus/theseus.h"
 
 #define THESEUS_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace theseus::epoch {
 namespace {
-
-template <typename Body>
-ncclResult_t cCall(const char* function, Body&& body) noexcept {
-  Status s;
-  try {
-    s = body();
-  } catch (const std::bad_alloc&) {
-    s = Status(ncclSystemError, "out of memory");
-  } catch (const std::exception& e) {
-    s = Status(ncclInternalError, std::string("unexpected exception: ") + e.what());
-  } catch (...) {
-    s = Status(ncclInternalError, "unexpected exception");
-  }
-  if (!s.isOk()) TH_WARN("%s: %s", function, s.message().c_str());
-  return s.code();
-}
 
 Result<comm::HostEngine*> engineOf(ncclComm_t handle) {
   TH_ASSIGN(comm::Communicator * c, comm::fromHandle(handle));
@@ -59,7 +43,7 @@ Status copyOut(const std::string& text, char* buffer, size_t size, size_t* neede
 namespace ep = theseus::epoch;
 
 THESEUS_EXPORT ncclResult_t theseusGetDecisionLog(ncclComm_t comm, char* buffer, size_t size, size_t* needed) {
-  return ep::cCall(__func__, [&]() -> theseus::Status {
+  return theseus::cBoundary(__func__, [&]() -> theseus::Status {
     TH_ASSIGN(theseus::comm::HostEngine * engine, ep::engineOf(comm));
     return ep::copyOut(engine->epochs()->decisionLog().text(), buffer, size, needed);
   });
@@ -67,7 +51,7 @@ THESEUS_EXPORT ncclResult_t theseusGetDecisionLog(ncclComm_t comm, char* buffer,
 
 THESEUS_EXPORT ncclResult_t theseusGetDecisionTable(ncclComm_t comm, uint64_t* version, char* buffer, size_t size,
                                                     size_t* needed) {
-  return ep::cCall(__func__, [&]() -> theseus::Status {
+  return theseus::cBoundary(__func__, [&]() -> theseus::Status {
     TH_ASSIGN(theseus::comm::HostEngine * engine, ep::engineOf(comm));
     std::shared_ptr<const ep::Epoch> e = engine->epochs()->clock().epochFor(engine->nextSeq());
     TH_CHECK(ep::copyOut(e->table.describe(), buffer, size, needed));
@@ -78,7 +62,7 @@ THESEUS_EXPORT ncclResult_t theseusGetDecisionTable(ncclComm_t comm, uint64_t* v
 
 THESEUS_EXPORT ncclResult_t theseusGetEpochInfo(ncclComm_t comm, uint64_t* nextSeq, uint64_t* version,
                                                 uint64_t* horizon) {
-  return ep::cCall(__func__, [&]() -> theseus::Status {
+  return theseus::cBoundary(__func__, [&]() -> theseus::Status {
     TH_ASSIGN(theseus::comm::HostEngine * engine, ep::engineOf(comm));
     uint64_t next = engine->nextSeq();
     if (nextSeq != nullptr) *nextSeq = next;

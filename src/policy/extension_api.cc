@@ -4,35 +4,19 @@
 // the same rules: no exception crosses the C ABI, an error becomes the return
 // code plus a WARN (and the ncclGetLastError() text).
 #include <cstring>
-#include <exception>
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
 #include "common/deadline.h"
 #include "common/log.h"
 #include "policy/policy.h"
+#include "common/c_boundary.h"
 #include "theseus/theseus.h"
 
 #define THESEUS_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace theseus::policy {
 namespace {
-
-template <typename Body>
-ncclResult_t cCall(const char* function, Body&& body) noexcept {
-  Status s;
-  try {
-    s = body();
-  } catch (const std::bad_alloc&) {
-    s = Status(ncclSystemError, "out of memory");
-  } catch (const std::exception& e) {
-    s = Status(ncclInternalError, std::string("unexpected exception: ") + e.what());
-  } catch (...) {
-    s = Status(ncclInternalError, "unexpected exception");
-  }
-  if (!s.isOk()) TH_WARN("%s: %s", function, s.message().c_str());
-  return s.code();
-}
 
 Result<attrs::AttributeStore*> storeOf(ncclComm_t comm) {
   TH_ASSIGN(comm::Communicator * c, comm::fromHandle(comm));
@@ -65,7 +49,7 @@ using theseus::Status;
 namespace pol = theseus::policy;
 
 THESEUS_EXPORT ncclResult_t theseusSetAttribute(ncclComm_t comm, const char* name, double value) {
-  return pol::cCall(__func__, [&]() -> Status {
+  return theseus::cBoundary(__func__, [&]() -> Status {
     TH_ASSIGN(theseus::attrs::AttributeStore * store, pol::storeOf(comm));
     TH_CHECK(pol::checkedName(name));
     return store->set(name, value, theseus::attrs::Source::kApi);
@@ -73,7 +57,7 @@ THESEUS_EXPORT ncclResult_t theseusSetAttribute(ncclComm_t comm, const char* nam
 }
 
 THESEUS_EXPORT ncclResult_t theseusClearAttribute(ncclComm_t comm, const char* name) {
-  return pol::cCall(__func__, [&]() -> Status {
+  return theseus::cBoundary(__func__, [&]() -> Status {
     TH_ASSIGN(theseus::attrs::AttributeStore * store, pol::storeOf(comm));
     TH_CHECK(pol::checkedName(name));
     store->clear(name);
@@ -82,7 +66,7 @@ THESEUS_EXPORT ncclResult_t theseusClearAttribute(ncclComm_t comm, const char* n
 }
 
 THESEUS_EXPORT ncclResult_t theseusGetAttribute(ncclComm_t comm, const char* name, double* value, int* isSet) {
-  return pol::cCall(__func__, [&]() -> Status {
+  return theseus::cBoundary(__func__, [&]() -> Status {
     TH_ASSIGN(theseus::attrs::AttributeStore * store, pol::storeOf(comm));
     TH_CHECK(pol::checkedName(name));
     if (value == nullptr || isSet == nullptr) return theseus::invalidArgument("value or isSet is NULL");
@@ -94,7 +78,7 @@ THESEUS_EXPORT ncclResult_t theseusGetAttribute(ncclComm_t comm, const char* nam
 }
 
 THESEUS_EXPORT ncclResult_t theseusListAttributes(ncclComm_t comm, char* buffer, size_t size, size_t* needed) {
-  return pol::cCall(__func__, [&]() -> Status {
+  return theseus::cBoundary(__func__, [&]() -> Status {
     TH_ASSIGN(theseus::attrs::AttributeStore * store, pol::storeOf(comm));
     const uint64_t now = theseus::nowNs();
     nlohmann::json attrs = nlohmann::json::object();
@@ -108,7 +92,7 @@ THESEUS_EXPORT ncclResult_t theseusListAttributes(ncclComm_t comm, char* buffer,
 }
 
 THESEUS_EXPORT ncclResult_t theseusCheckPolicy(const char* spec, char* message, size_t messageSize) {
-  return pol::cCall(__func__, [&]() -> Status {
+  return theseus::cBoundary(__func__, [&]() -> Status {
     if (spec == nullptr) return theseus::invalidArgument("spec is NULL");
     if (message == nullptr && messageSize > 0) return theseus::invalidArgument("message is NULL but messageSize > 0");
     auto policy = pol::load(spec);
