@@ -22,25 +22,15 @@
 #include <thread>
 #include <vector>
 
+#include "../common/rank_env.h"
 #include "nccl.h"
 #include "theseus/theseus.h"
 
 namespace {
 
-int envInt(const char* a, const char* b) {
-  const char* v = getenv(a);
-  if (v == nullptr) v = getenv(b);
-  if (v == nullptr) return -1;
-  char* end = nullptr;
-  long n = strtol(v, &end, 10);
-  return (*v != '\0' && *end == '\0' && n >= 0 && n < (1 << 20)) ? static_cast<int>(n) : -1;
-}
+using theseus::tools::envInt;
 
-bool ok(ncclResult_t r, const char* what, int rank) {
-  if (r == ncclSuccess) return true;
-  fprintf(stderr, "[rank %d] %s failed: %s (%s)\n", rank, what, ncclGetErrorString(r), ncclGetLastError(nullptr));
-  return false;
-}
+using theseus::tools::ncclOk;
 
 struct Options {
   size_t bytes = 8 << 20;
@@ -168,8 +158,8 @@ int main(int argc, char** argv) {
   }
   ncclUniqueId id;
   ncclComm_t comm;
-  if (!ok(ncclGetUniqueId(&id), "ncclGetUniqueId", rank) ||
-      !ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank))
+  if (!ncclOk(ncclGetUniqueId(&id), "ncclGetUniqueId", rank) ||
+      !ncclOk(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank))
     return 1;
   const size_t count = opt.bytes / sizeof(float);
   std::vector<float> grad(count, 1.0f);
@@ -182,7 +172,7 @@ int main(int argc, char** argv) {
       if (opt.computeMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt.computeMs));
       for (float& g : grad) g = 1.0f;  // the "backward pass" writes fresh gradients
       auto t0 = std::chrono::steady_clock::now();
-      if (!ok(ncclAllReduce(grad.data(), grad.data(), count, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce",
+      if (!ncclOk(ncclAllReduce(grad.data(), grad.data(), count, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce",
               rank))
         return 1;
       stepSec.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -226,6 +216,6 @@ int main(int argc, char** argv) {
     printf("SUMMARY %s %.3f %.3f %.3f\n", opt.label.c_str(), busbw[0], busbw[1], busbw[2]);
     fflush(stdout);
   }
-  if (!ok(ncclCommDestroy(comm), "ncclCommDestroy", rank)) return 1;
+  if (!ncclOk(ncclCommDestroy(comm), "ncclCommDestroy", rank)) return 1;
   return 0;
 }

@@ -9,30 +9,20 @@
 #include <cstdlib>
 #include <string>
 
+#include "../common/rank_env.h"
 #include "nccl.h"
 
 namespace {
 
-int envInt(const char* a, const char* b) {
-  const char* v = getenv(a);
-  if (v == nullptr) v = getenv(b);
-  if (v == nullptr) return -1;
-  char* end = nullptr;
-  long n = strtol(v, &end, 10);
-  return (*v != '\0' && *end == '\0' && n >= 0 && n < (1 << 20)) ? static_cast<int>(n) : -1;
-}
+using theseus::tools::envInt;
 
-bool check(ncclResult_t r, const char* what, int rank) {
-  if (r == ncclSuccess) return true;
-  fprintf(stderr, "[rank %d] %s failed: %s (%s)\n", rank, what, ncclGetErrorString(r), ncclGetLastError(nullptr));
-  return false;
-}
+using theseus::tools::ncclOk;
 
 bool describe(const char* name, ncclComm_t comm, int worldRank) {
   int rank = -1, size = -1, dev = -1;
-  if (!check(ncclCommUserRank(comm, &rank), "ncclCommUserRank", worldRank) ||
-      !check(ncclCommCount(comm, &size), "ncclCommCount", worldRank) ||
-      !check(ncclCommCuDevice(comm, &dev), "ncclCommCuDevice", worldRank))
+  if (!ncclOk(ncclCommUserRank(comm, &rank), "ncclCommUserRank", worldRank) ||
+      !ncclOk(ncclCommCount(comm, &size), "ncclCommCount", worldRank) ||
+      !ncclOk(ncclCommCuDevice(comm, &dev), "ncclCommCuDevice", worldRank))
     return false;
   printf("[rank %d] %-5s communicator: rank %d of %d, device %d\n", worldRank, name, rank, size, dev);
   fflush(stdout);
@@ -54,16 +44,16 @@ int main() {
 
   ncclUniqueId id;  // from NCCL_COMM_ID: identical on every rank, no exchange needed
   ncclComm_t world = nullptr, half = nullptr;
-  if (!check(ncclGetUniqueId(&id), "ncclGetUniqueId", rank) ||
-      !check(ncclCommInitRank(&world, nranks, id, rank), "ncclCommInitRank", rank) ||
+  if (!ncclOk(ncclGetUniqueId(&id), "ncclGetUniqueId", rank) ||
+      !ncclOk(ncclCommInitRank(&world, nranks, id, rank), "ncclCommInitRank", rank) ||
       !describe("world", world, rank))
     return 1;
   const char* parity = rank % 2 == 0 ? "even" : "odd";
-  if (!check(ncclCommSplit(world, rank % 2, rank, &half, nullptr), "ncclCommSplit", rank) ||
+  if (!ncclOk(ncclCommSplit(world, rank % 2, rank, &half, nullptr), "ncclCommSplit", rank) ||
       !describe(parity, half, rank))
     return 1;
-  if (!check(ncclCommFinalize(half), "ncclCommFinalize", rank) || !check(ncclCommDestroy(half), "ncclCommDestroy", rank) ||
-      !check(ncclCommFinalize(world), "ncclCommFinalize", rank) || !check(ncclCommDestroy(world), "ncclCommDestroy", rank))
+  if (!ncclOk(ncclCommFinalize(half), "ncclCommFinalize", rank) || !ncclOk(ncclCommDestroy(half), "ncclCommDestroy", rank) ||
+      !ncclOk(ncclCommFinalize(world), "ncclCommFinalize", rank) || !ncclOk(ncclCommDestroy(world), "ncclCommDestroy", rank))
     return 1;
   printf("[rank %d] destroyed both communicators\n", rank);
   return 0;
