@@ -1,6 +1,6 @@
 // Collectives and point-to-point operations: check, then queue in the
 // current (or an implicit) group.
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "comm/group.h"
 #include "comm/validate.h"
 

@@ -4,7 +4,7 @@
 // no peer memory is load/store accessible, so the LSA team is the rank alone);
 // creating device communicators and their resources is not implemented yet and
 // fails with ncclInvalidUsage and a clear last-error message.
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "comm/communicator.h"
 
 namespace comm = theseus::comm;

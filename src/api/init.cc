@@ -1,5 +1,5 @@
 // Unique ids and the communicator lifecycle.
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "comm/lifecycle.h"
 
 using theseus::Status;

@@ -1,8 +1,8 @@
 // Memory allocation and buffer registration.
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
-#include "transport/memory.h"
+#include "comm/mem_alloc.h"
 
 namespace comm = theseus::comm;
 using theseus::Status;
@@ -15,7 +15,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
       return Status::ok();
     }
     void* p;
-    TH_ASSIGN(p, theseus::transport::memAlloc(size));
+    TH_ASSIGN(p, comm::memAlloc(size));
     *ptr = p;
     return Status::ok();
   });
@@ -24,7 +24,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   return TH_API_GUARD({
     if (ptr == nullptr) return Status::ok();
-    return theseus::transport::memFree(ptr);
+    return comm::memFree(ptr);
   });
 }
 

@@ -1,5 +1,5 @@
 // Communicator queries and the asynchronous error.
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "comm/communicator.h"
 
 namespace comm = theseus::comm;

@@ -1,7 +1,8 @@
 // Version, error strings, last error, debug reset.
+#include <algorithm>
 #include <cstring>
 
-#include "api/api_guard.h"
+#include "api/guard.h"
 #include "common/log.h"
 
 namespace theseus::api {
@@ -14,6 +15,18 @@ void reportFailure(const char* function, const Status& status) {
     TH_WARN("%s", msg.c_str());
   else
     TH_WARN("%s: %s", name, msg.c_str());
+}
+
+Status copyOut(const std::string& text, char* buffer, size_t size, size_t* needed) {
+  if (needed == nullptr) return invalidArgument("needed is NULL");
+  if (buffer == nullptr && size > 0) return invalidArgument("buffer is NULL but size is %zu", size);
+  *needed = text.size() + 1;
+  if (size > 0) {
+    size_t n = std::min(size - 1, text.size());
+    memcpy(buffer, text.data(), n);
+    buffer[n] = 0;
+  }
+  return Status::ok();
 }
 
 }  // namespace theseus::api

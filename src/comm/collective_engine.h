@@ -1,13 +1,31 @@
-// CollectiveEngine: the per-communicator state of the collective path —
-// sequence numbers, the schedule choice for each request, cached programs,
-// executor scratch, user reduction ops (PreMulSum) and registered buffers.
-// Created by the init path once bootstrap and transports exist.
+// CollectiveEngine: the per-communicator state of the collective path and the
+// one interface the rest of comm/ and the C API use to reach it — no caller
+// knows the concrete engine.
+//
+// Hot path (the thread running a group, see comm/enqueue.cc): lower() turns
+// this communicator's operations of a group into an executor lane (plans in
+// execution order, with the lane's health and telemetry hooks); the group's
+// executor (exec/executor.h, chosen by the buffers' memory kind) runs the
+// lanes of all communicators together; beforeRun() and noteFailure() frame
+// that run. Per collective: seq++, one comparison against the epoch lease, a
+// table lookup, one hash probe for the cached template; no allocation.
+//
+// Around it: user reduction ops (PreMulSum), registered buffers and windows,
+// and the control plane's views (epochs, sequence numbers) for the extension
+// API. Created by the init path once bootstrap and transports exist.
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "comm/group.h"
 #include "common/status.h"
+#include "exec/executor.h"
 #include "nccl.h"
+
+namespace theseus::epoch {
+class EpochService;
+}
 
 namespace theseus::comm {
 
@@ -17,18 +35,36 @@ class CollectiveEngine {
  public:
   virtual ~CollectiveEngine() = default;
 
+  // ---- hot path ----
+  // Lowers `ops` (this communicator's operations of a group, in issue order)
+  // into `lane`: plans owned by the engine, valid until the next lower(). A
+  // failure leaves the communicator as it was (nothing ran).
+  virtual Status lower(const std::vector<OpDesc>& ops, exec::Lane* lane) = 0;
+  // Just before the group's plans run (THESEUS_EMULATE's straggler delay; abortable).
+  virtual Status beforeRun() = 0;
+  // After a failed group: messages may be half-exchanged, the communicator cannot continue.
+  virtual void noteFailure(const Status& s) = 0;
+  // Fails when the communicator cannot make progress (aborted, revoked, a peer failed).
+  virtual Status health() const = 0;
+
+  // ---- reduction ops and registrations ----
   // ncclRedOpCreatePreMulSum / ncclRedOpDestroy (ops are per communicator).
   virtual Status createPreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                                  ncclScalarResidence_t residence) = 0;
   virtual Status destroyRedOp(ncclRedOp_t op) = 0;
   // True for builtin ops and live custom ops of this communicator.
   virtual bool redOpIsValid(ncclRedOp_t op) const = 0;
-
   // ncclCommRegister / Deregister / WindowRegister / WindowDeregister.
   virtual Status registerBuffer(void* buff, size_t size, void** handle) = 0;
   virtual Status deregisterBuffer(void* handle) = 0;
   virtual Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) = 0;
   virtual Status deregisterWindow(ncclWindow_t win) = 0;
+
+  // ---- control plane views (any thread) ----
+  // The epoch service, or null when it is not running (yet).
+  virtual epoch::EpochService* epochs() = 0;
+  // The number the next collective will get.
+  virtual uint64_t nextSeq() const = 0;
 
   // Stops background work before the transports go away (finalize/destroy/abort).
   virtual void shutdown() = 0;

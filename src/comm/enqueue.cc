@@ -1,50 +1,58 @@
 // Running a group's operations: every communicator of the group becomes one
-// executor lane (its operations in issue order), and all lanes progress
-// together, so a thread that drives several ranks (ncclCommInitAll, nccl-tests
-// -g/-t) moves them all. Host-memory operations complete before this returns.
-// Each finished plan goes to the communicator's telemetry (when the adaptive
-// machinery is on); a straggling rank of THESEUS_EMULATE stalls before its plans run.
+// executor lane (its operations in issue order), lowered by its engine, and
+// all lanes run together on the executor for the group's memory (host memory,
+// or device buffers through the staging executor), so a thread that drives
+// several ranks (ncclCommInitAll, nccl-tests -g/-t) moves them all. Host-memory
+// operations complete before this returns. Each finished plan goes to the
+// communicator's telemetry (when the adaptive machinery is on); a straggling
+// rank of THESEUS_EMULATE stalls before its plans run.
+#include "comm/collective_engine.h"
 #include "comm/communicator.h"
 #include "comm/group.h"
-#include "comm/host_engine.h"
 #include "common/log.h"
-#include "device/staging.h"
+#include "device/cuda_driver.h"
 #include "exec/executor.h"
-#include "telemetry/telemetry.h"
 
 namespace theseus::comm {
+namespace {
+
+// Where each operation's buffers live. Processes that never loaded the CUDA
+// driver pay one cheap check per group.
+void classifyMemory(std::vector<CommOps>& work) {
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (cuda == nullptr) return;  // no device memory can exist
+  for (auto& w : work) {
+    for (auto& op : w.ops) {
+      op.sendMemory = cuda->memoryKind(op.sendbuff);
+      op.recvMemory = op.recvbuff == op.sendbuff ? op.sendMemory : cuda->memoryKind(op.recvbuff);
+    }
+  }
+}
+
+}  // namespace
 
 Status executeOps(std::vector<CommOps>& work) {
-  // Device buffers go through host staging (no-op when CUDA is not loaded).
-  thread_local device::Staging staging;
-  TH_CHECK(staging.stageIn(work));
+  classifyMemory(work);
   thread_local std::vector<exec::Lane> lanes;
   lanes.resize(work.size());
+  device::MemoryKindMask memory = 0;
   for (size_t i = 0; i < work.size(); ++i) {
-    Communicator* c = work[i].comm;
-    auto* engine = static_cast<HostEngine*>(c->engine());
-    lanes[i].plans.clear();
-    Status s = engine->lowerOps(work[i].ops, &lanes[i].plans);
+    Status s = work[i].comm->engine()->lower(work[i].ops, &lanes[i]);
     if (!s.isOk()) return s;  // nothing ran yet: no communicator state changed
-    lanes[i].health = [engine] { return engine->health(); };
-    if (telemetry::Recorder* t = engine->telemetry())
-      lanes[i].onPlanDone = [t](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
-        t->onPlanDone(p, ns, endNs);
-      };
-    else
-      lanes[i].onPlanDone = nullptr;
+    memory |= lanes[i].memory;
   }
+  exec::Executor* executor;
+  TH_ASSIGN(executor, exec::executorFor(memory));
   for (auto& w : work) {
-    Status st = static_cast<HostEngine*>(w.comm->engine())->beforeExecute();
+    Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran
   }
-  Status s = exec::execute(lanes);
+  Status s = executor->run(lanes, exec::ExecOptions{});
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
-    for (auto& w : work) static_cast<HostEngine*>(w.comm->engine())->noteFailure(s);
-    return s;
+    for (auto& w : work) w.comm->engine()->noteFailure(s);
   }
-  return staging.stageOut();
+  return s;
 }
 
 // A simple alpha-beta estimate per operation: latency per step plus bytes over a

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "device/memory_kind.h"
 #include "nccl.h"
 #include "schedule/ir.h"
 
@@ -33,6 +34,9 @@ struct OpDesc {
   int root = 0;                // rooted collectives
   int peer = -1;               // send/recv
   cudaStream_t stream = nullptr;
+  // Where the buffers live (classified once per group, before lowering).
+  device::MemoryKind sendMemory = device::MemoryKind::kHost;
+  device::MemoryKind recvMemory = device::MemoryKind::kHost;
 };
 
 // The operations of one group on one communicator, in issue order.
@@ -55,8 +59,8 @@ Status enqueueOp(Communicator* comm, const OpDesc& op);
 // runs at once.
 Status enqueueJob(Communicator* comm, bool blocking, std::function<Status()> job);
 
-// Implemented by the collective engine (comm/enqueue.cc): runs the operations of
-// a group to completion (host memory) across all its communicators.
+// Implemented in comm/enqueue.cc: lowers the operations of a group on every
+// communicator and runs them with the executor for their memory.
 Status executeOps(std::vector<CommOps>& work);
 // Estimated time in microseconds of the operations, without running them.
 Status estimateOps(const std::vector<CommOps>& work, float* microseconds);

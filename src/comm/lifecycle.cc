@@ -17,11 +17,11 @@
 #include "bootstrap/bootstrap_settings.h"
 #include "bootstrap/unique_id.h"
 #include "comm/collective_engine.h"
-#include "comm/cuda_device.h"
 #include "comm/group_internal.h"
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
+#include "device/cuda_driver.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::comm {
@@ -225,7 +225,7 @@ Status commInitRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* ids, in
   TH_CHECK(checkInitArgs(newcomm, nranks, ids, nIds, rank));
   CommConfig cfg;
   TH_CHECK(parseConfig(config, nullptr, &cfg));
-  int dev = callerCudaDevice();
+  int dev = device::CudaDriver::callerDevice();
   if (dev < 0) dev = 0;
   auto st = newCommunicator(cfg);
   // Published before a blocking init waits: another thread may pick the handle up
@@ -240,7 +240,7 @@ Status commInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr) return invalidArgument("comms is NULL");
   if (ndev < 1) return invalidArgument("ndev %d is invalid (must be at least 1)", ndev);
   if (devlist != nullptr) {
-    const int count = cudaDeviceCount();
+    const int count = device::CudaDriver::visibleDevices();
     for (int i = 0; i < ndev; ++i) {
       if (devlist[i] < 0 || (count >= 0 && devlist[i] >= count))
         return invalidArgument("devlist[%d] = %d is not a valid CUDA device", i, devlist[i]);

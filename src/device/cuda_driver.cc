@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "device/memory_kind.h"
+
 namespace theseus::device {
 
 // Driver types, as plain integers and pointers (CUresult is an int enum).
@@ -33,6 +35,7 @@ struct DriverLoader {
     d->getErrorName_ = dlsym(h, "cuGetErrorName");
     d->ctxGetCurrent_ = dlsym(h, "cuCtxGetCurrent");
     d->ctxGetDevice_ = dlsym(h, "cuCtxGetDevice");
+    d->deviceGetCount_ = dlsym(h, "cuDeviceGetCount");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
@@ -86,12 +89,24 @@ Status CudaDriver::check(int rc, const char* what) const {
   return Status(ncclUnhandledCudaError, std::string(what) + " failed: " + name + " (" + std::to_string(rc) + ")");
 }
 
-bool CudaDriver::isDevicePointer(const void* p) const {
-  if (p == nullptr) return false;
+int CudaDriver::callerDevice() {
+  const CudaDriver* d = get();
+  return d != nullptr ? d->currentDevice() : -1;
+}
+
+int CudaDriver::visibleDevices() {
+  const CudaDriver* d = get();
+  return d != nullptr ? d->deviceCount() : -1;
+}
+
+MemoryKind CudaDriver::memoryKind(const void* p) const {
+  if (p == nullptr) return MemoryKind::kHost;
   unsigned type = 0;
   auto fn = reinterpret_cast<CuResult (*)(void*, int, CuDevicePtr)>(pointerGetAttribute_);
-  if (fn(&type, kAttrMemoryType, reinterpret_cast<CuDevicePtr>(p)) != 0) return false;  // plain host memory
-  return type == kMemTypeDevice || type == kMemTypeArray;
+  if (fn(&type, kAttrMemoryType, reinterpret_cast<CuDevicePtr>(p)) != 0) return MemoryKind::kHost;  // unknown to CUDA
+  if (type == kMemTypeDevice || type == kMemTypeArray) return MemoryKind::kDevice;
+  // Managed (unified) memory is host-accessible; page-locked host memory is what the driver reports as host.
+  return type == kMemTypeHost ? MemoryKind::kHostPinned : MemoryKind::kHost;
 }
 
 Status CudaDriver::copyToHost(void* dst, const void* src, size_t bytes) const {
@@ -129,12 +144,27 @@ Status CudaDriver::free(void* p) const {
   return check(fn(reinterpret_cast<CuDevicePtr>(p)), "cuMemFree");
 }
 
+int CudaDriver::deviceCount() const {
+  int n = 0;
+  if (deviceGetCount_ == nullptr || reinterpret_cast<CuResult (*)(int*)>(deviceGetCount_)(&n) != 0) return -1;
+  return n;
+}
+
 int CudaDriver::currentDevice() const {
   void* ctx = nullptr;
   if (reinterpret_cast<CuResult (*)(void**)>(ctxGetCurrent_)(&ctx) != 0 || ctx == nullptr) return -1;
   int dev = -1;
   if (reinterpret_cast<CuResult (*)(int*)>(ctxGetDevice_)(&dev) != 0) return -1;
   return dev;
+}
+
+const char* memoryKindName(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::kHost: return "host";
+    case MemoryKind::kHostPinned: return "pinned host";
+    case MemoryKind::kDevice: return "device";
+  }
+  return "unknown";
 }
 
 }  // namespace theseus::device

@@ -1,12 +1,17 @@
-// The CUDA driver, used through dlopen so that Theseus builds and runs without
-// CUDA and never loads the driver into a CPU-only process: the driver is used
-// only when the application already loaded it (PyTorch, nccl-tests). Every call
-// returns a Status with the driver's error name.
+// The CUDA driver: the one place Theseus talks to libcuda, a leaf every other
+// module may use (it depends on common/ only).
+//
+// It is used through dlopen so that Theseus builds and runs without CUDA and
+// never loads the driver into a CPU-only process: the driver is used only when
+// the application already loaded it (PyTorch, nccl-tests). Symbols are looked
+// up once, when the driver is first found; every call returns a Status with
+// the driver's error name.
 #pragma once
 
 #include <cstddef>
 
 #include "common/status.h"
+#include "device/memory_kind.h"
 #include "nccl.h"
 
 namespace theseus::device {
@@ -14,11 +19,22 @@ namespace theseus::device {
 class CudaDriver {
  public:
   // The driver when the process has loaded it and it initialises, else nullptr.
-  // A failed probe is not cached, so a process that loads CUDA later is seen then.
+  // A miss is remembered until the process loads another shared object, so a
+  // process that loads CUDA later is seen then, and CPU-only processes pay one
+  // cheap check per call.
   static const CudaDriver* get();
 
-  // True when `p` is device (or managed) memory the host cannot dereference directly.
-  bool isDevicePointer(const void* p) const;
+  // The calling thread's current CUDA device, or -1 when CUDA is not in use
+  // (driver not loaded, or no current context). What NCCL records at init.
+  static int callerDevice();
+  // Devices visible to the process, or -1 when CUDA is not in use.
+  static int visibleDevices();
+
+  // Where `p` lives. Memory the driver does not know (plain malloc, shared
+  // segments) is kHost; NULL is kHost.
+  MemoryKind memoryKind(const void* p) const;
+  // True when `p` is device memory the host cannot dereference directly.
+  bool isDevicePointer(const void* p) const { return memoryKind(p) == MemoryKind::kDevice; }
   Status copyToHost(void* dst, const void* src, size_t bytes) const;
   Status copyToDevice(void* dst, const void* src, size_t bytes) const;
   // Waits for the work queued on `stream` (the legacy default stream for NULL).
@@ -28,6 +44,7 @@ class CudaDriver {
   Result<void*> alloc(size_t bytes) const;
   Status free(void* p) const;
   int currentDevice() const;  // -1 without a current context
+  int deviceCount() const;    // -1 when the driver cannot tell
 
  private:
   CudaDriver() = default;
@@ -35,7 +52,7 @@ class CudaDriver {
   using Fn = void*;
   Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoD_ = nullptr,
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
-     getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr;
+     getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr;
   friend struct DriverLoader;
 };
 

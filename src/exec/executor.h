@@ -1,42 +1,47 @@
-// The executor: a single-threaded progress engine that runs lowered plans.
+// Executors: what runs lowered plans (plan.h) on one kind of memory.
 //
-// Work is organised in lanes: a lane is a sequence of plans executed one after
-// the other (the operations of one communicator in a group, in issue order);
-// lanes progress concurrently, so one thread can drive several ranks or
-// communicators at once.
+// The collective engine (comm/) lowers every operation of a group into plans —
+// the same plans whatever the memory — and hands the group to the executor
+// for the memory its buffers live in (executorFor). Executors share the plan
+// format, slicing, per-connection message order and the progress logic
+// (progress.h); they differ in their Primitives (primitives.h) and in how
+// they wait:
+//   * host    — plans on host (and pinned host) memory, run on the calling
+//               thread; run() returns when every plan completed.
+//   * staging — device buffers mirrored in host memory around the host
+//               executor (staging.h): a synchronous fallback until the CUDA
+//               executor serves an operation.
+//   * cuda    — (the CUDA data path) the same plans interpreted by device
+//               code on the caller's stream; run() returns once the work is
+//               queued, completion is stream-ordered.
 //
-// Within a plan (see plan.h for rounds and pieces), a step works on its rounds
-// in order. It may start round r when every predecessor finished round r; it
-// may receive when its receive connection's cursor is at (r, its position) and
-// send when its send connection's cursor is; after its last piece of the round
-// it moves those cursors on. A round of a step is *finished* when its pieces
-// moved and, if it sent direct (zero-copy) messages, the receiver released
-// them — only then may a dependent step overwrite that memory. The engine
-// visits every unfinished step round-robin and moves what it can, never
-// blocking on one peer:
-//
-//   receive-side ops peek the next message and consume it (copy, or reduce
-//   with the local operand) straight from the transport slot or, for direct
-//   messages, from the sender's memory; send-side ops acquire a slot and write
-//   into it (a fused recv-reduce-send reduces *into* the slot), or publish a
-//   direct descriptor when the peer can map the data in place.
-//
-// When a full pass moves nothing, the engine spins briefly, then sleeps on the
-// transports' activity doorbell. Every idle period checks the abort flag, the
-// lane's health callback (failed peers, revoked communicator) and the stall
-// timeout; errors name the step, op and peer that were waiting.
+// The contract every executor keeps:
+//   1. A group runs as a whole: run() returns the first error of any lane and
+//      the other lanes stop too; when it fails before anything moved (a bad
+//      buffer, a deferred scalar that does not resolve), no data was touched.
+//   2. Plans of a lane run in order; lanes progress concurrently, so one
+//      thread may drive several ranks or communicators.
+//   3. Messages on a connection go in (round, program order) and carry the
+//      plan's tag; a wrong tag or size is an error, never a corrupted buffer.
+//   4. Nothing waits forever: waits check the abort flag, the lane's health
+//      and the stall timeout, and errors name the step, op and peer.
+//   5. Deferred PreMulSum scalars (ncclScalarDevice) are read when the group
+//      starts running, after the stream work queued before the call.
 #pragma once
 
 #include <functional>
 #include <vector>
 
 #include "common/status.h"
+#include "device/memory_kind.h"
 #include "exec/plan.h"
 
 namespace theseus::exec {
 
 struct Lane {
   std::vector<Plan*> plans;
+  device::MemoryKindMask memory = 0;  // union of the plans' memory kinds (0 when unknown: host)
+  bool deferredScalars = false;       // some plan's reduction has a scalar to read when it runs
   // Polled while idle; a non-OK status fails the lane (e.g. a peer died).
   std::function<Status()> health;
   // Called when a plan of the lane completes (telemetry), with its duration
@@ -48,8 +53,23 @@ struct ExecOptions {
   int64_t stallTimeoutMs = 0;   // no progress for this long => error (THESEUS_STALL_TIMEOUT_MS when 0)
 };
 
-// Runs every lane to completion or to the first error (then returns it; the
-// other lanes stop too: a group fails as a whole).
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  // True when it runs plans whose buffers are of the kinds in `kinds`.
+  virtual bool serves(device::MemoryKindMask kinds) const = 0;
+  // Runs every lane (see the contract above).
+  virtual Status run(std::vector<Lane>& lanes, const ExecOptions& options) = 0;
+};
+
+// Plans on host and pinned host memory.
+Executor& hostExecutor();
+// The executor for a group whose plans' buffers are of `kinds`; an error when
+// no executor serves them (device memory without a usable CUDA driver).
+Result<Executor*> executorFor(device::MemoryKindMask kinds);
+
+// hostExecutor().run(): the lanes' plans are host memory (tests, tools).
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options = {});
 
 }  // namespace theseus::exec

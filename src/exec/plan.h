@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "device/memory_kind.h"
 #include "exec/reduce.h"
+#include "nccl.h"
 #include "schedule/ir.h"
 
 namespace theseus::transport {
@@ -65,6 +67,19 @@ struct PlanStep {
   uint32_t index = 0;        // step index in the program (error messages)
 };
 
+// A buffer a plan reads or writes that is not plain host memory, with where
+// it lives (plain host buffers only mark Plan::memory: the per-collective path
+// records nothing else for them). The staging executor mirrors the device
+// buffers of this list in host memory; device executors register them; step
+// addresses point into these ranges.
+struct PlanBuffer {
+  const char* base = nullptr;
+  size_t bytes = 0;
+  device::MemoryKind memory = device::MemoryKind::kHost;
+  bool written = false;           // some step may write it (else read only)
+  cudaStream_t stream = nullptr;  // the stream of the operation it belongs to
+};
+
 struct Plan {
   std::vector<PlanStep> steps;
   std::vector<uint32_t> preds;
@@ -78,6 +93,8 @@ struct Plan {
   size_t sliceBytes = 0;       // largest piece (<= every connection's slot size)
   size_t directMinBytes = 0;   // smaller pieces are copied into slots even where the peer could read them in place
   uint32_t tag = 0;            // carried by every message; both sides compute the same value
+  std::vector<PlanBuffer> buffers;    // the buffers the steps address that are not plain host memory
+  device::MemoryKindMask memory = 0;  // the kinds of every buffer the steps address (host included)
   int rank = -1;
   transport::TransportManager* transports = nullptr;
   const AbortFlag* abort = nullptr;
@@ -90,11 +107,19 @@ struct Plan {
   uint64_t seq = 0;
   size_t bytes = 0;
   std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
+  void addBuffer(const void* base, size_t size, device::MemoryKind kind, bool isWritten, cudaStream_t s) {
+    if (size == 0) return;
+    memory |= device::maskOf(kind);
+    if (kind != device::MemoryKind::kHost)
+      buffers.push_back(PlanBuffer{static_cast<const char*>(base), size, kind, isWritten, s});
+  }
 
   void clear() {
     steps.clear();
     preds.clear();
     conns.clear();
+    buffers.clear();
+    memory = 0;
     divideDst = nullptr;
     divideElems = 0;
     directMinBytes = 0;

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <map>
 
+#include "schedule/raw_input.h"
+
 namespace theseus::exec {
 namespace {
 
 using schedule::Buf;
-using schedule::ChunkRange;
 
 // Index of the connection (peer, channel, direction), created on first use.
 int32_t connIndex(RankTemplate& t, std::map<std::tuple<int, int, bool>, int32_t>& index, int peer, int channel,
@@ -41,25 +42,8 @@ Result<std::unique_ptr<RankTemplate>> buildRankTemplate(const schedule::Program&
   t->rank = rank;
   t->steps.resize(steps.size());
 
-  // Raw-input tracking over the rank's physical chunk space (in place, input and
-  // output are one space): a range is raw input until a step writes it.
-  auto key = [&](const ChunkRange& r, uint32_t c) {
-    schedule::PhysRange p = schedule::physicalRange(program, rank, r);
-    return std::make_pair(static_cast<int>(p.buf), p.first + c);
-  };
-  std::map<std::pair<int, uint32_t>, bool> written;
-  auto rawState = [&](const ChunkRange& r) -> int {  // 1 all raw, 0 none raw, -1 mixed
-    schedule::PhysRange p = schedule::physicalRange(program, rank, r);
-    bool isInputSpace = program.inPlace ? (p.buf != Buf::kScratch) : (r.buf == Buf::kInput);
-    if (!isInputSpace) return 0;
-    int raw = -2;
-    for (uint32_t c = 0; c < r.count; ++c) {
-      int v = written.count(key(r, c)) ? 0 : 1;
-      if (raw == -2) raw = v;
-      else if (raw != v) return -1;
-    }
-    return raw < 0 ? 0 : raw;
-  };
+  // Which reads are still raw input (a pre-multiplying reduction scales them exactly once).
+  TH_ASSIGN(std::vector<schedule::RawInputUse> raw, schedule::rawInputUses(program, rank));
 
   std::map<std::tuple<int, int, bool>, int32_t> connIdx;
   for (uint32_t s = 0; s < steps.size(); ++s) {
@@ -87,22 +71,10 @@ Result<std::unique_ptr<RankTemplate>> buildRankTemplate(const schedule::Program&
       else if (b == Buf::kOutput) t->usesOutput = true;
       else t->usesScratch = true;
     };
-    if (schedule::opReadsSrc(st.op)) {
-      noteUse(st.src.buf);
-      // Only reductions care whether a read is raw input (to scale it exactly once).
-      int raw = schedule::isReducing(program.collective) ? rawState(st.src) : 0;
-      if (raw < 0)
-        return invalidUsage("schedule '%s' rank %d step %u reads a range that is partly raw input and partly "
-                            "partial results; split the step",
-                            program.name.c_str(), rank, s);
-      ts.srcIsRawInput = raw == 1;
-    }
-    if (schedule::opWritesDst(st.op)) {
-      noteUse(st.dst.buf);
-      if (st.op == schedule::Op::kReduce && schedule::isReducing(program.collective))
-        ts.dstIsRawInput = rawState(st.dst) == 1;
-      for (uint32_t c = 0; c < st.dst.count; ++c) written[key(st.dst, c)] = true;
-    }
+    if (schedule::opReadsSrc(st.op)) noteUse(st.src.buf);
+    if (schedule::opWritesDst(st.op)) noteUse(st.dst.buf);
+    ts.srcIsRawInput = raw[s].srcIsRawInput;
+    ts.dstIsRawInput = raw[s].dstIsRawInput;
   }
   return t;
 }

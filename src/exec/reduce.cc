@@ -208,6 +208,26 @@ Result<Reduction> preMulSumReduction(ncclDataType_t type, const void* scalar) {
   return r;
 }
 
+Result<Reduction> deferredPreMulSum(ncclDataType_t type, const void* scalar, device::MemoryKind where) {
+  if (!validType(type)) return invalidArgument("invalid datatype %d", rawType(type));
+  if (scalar == nullptr) return invalidArgument("PreMulSum scalar is NULL");
+  Reduction r;
+  r.type = type;
+  r.kind = RedKind::kSum;
+  r.preMul = true;
+  r.scalarSource = scalar;
+  r.scalarMemory = where;
+  return r;
+}
+
+Status resolveScalar(Reduction& r, const void* value) {
+  TH_ASSIGN(Reduction resolved, preMulSumReduction(r.type, value));
+  r.scalar = resolved.scalar;
+  r.preMul = true;
+  r.scalarSource = nullptr;
+  return Status::ok();
+}
+
 Status checkReduction(const Reduction& r) {
   if (!validType(r.type)) return invalidArgument("reduction datatype %d is invalid", rawType(r.type));
   if (!validKind(r.kind)) return invalidArgument("reduction kind %d is invalid", static_cast<int>(r.kind));

@@ -43,6 +43,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "device/memory_kind.h"
 #include "nccl.h"
 
 namespace theseus::exec {
@@ -57,6 +58,11 @@ struct Reduction {
   double scalar = 1.0;     // (float types: the scalar in double; converted per type)
   bool divideAtEnd = false;  // integer avg: divide results by `divisor`
   uint32_t divisor = 1;
+  // A PreMulSum created with ncclScalarDevice: its scalar is read from here
+  // when the operation runs (after the stream work queued before the call),
+  // by the executor, with resolveScalar(); null once resolved or when unused.
+  const void* scalarSource = nullptr;
+  device::MemoryKind scalarMemory = device::MemoryKind::kHost;
 };
 
 size_t typeSize(ncclDataType_t type);        // 0 for an invalid type
@@ -72,6 +78,12 @@ Result<Reduction> builtinReduction(ncclRedOp_t op, ncclDataType_t type, int nran
 // (|s| <= 2^53); any floating value is accepted (NCCL multiplies by whatever
 // it is given, inf and NaN included).
 Result<Reduction> preMulSumReduction(ncclDataType_t type, const void* scalar);
+// A PreMulSum whose scalar lives at `scalar` (memory of kind `where`) and is
+// read when the operation runs (ncclScalarDevice). Errors: invalid type, NULL.
+Result<Reduction> deferredPreMulSum(ncclDataType_t type, const void* scalar, device::MemoryKind where);
+// Resolves a deferred scalar from `value`, a host copy of its bytes, with the
+// checks of preMulSumReduction (the 2^53 rule for integers).
+Status resolveScalar(Reduction& r, const void* value);
 // OK when the kernels accept `r`; otherwise a message naming the bad field.
 Status checkReduction(const Reduction& r);
 // The kernel set in use: "avx2+f16c" or "generic".

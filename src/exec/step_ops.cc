@@ -4,8 +4,6 @@
 // error instead of corrupting the user's buffers.
 #include "exec/step_ops.h"
 
-#include <cstring>
-
 namespace theseus::exec {
 namespace {
 
@@ -26,35 +24,38 @@ Status mismatch(const Plan& plan, const PlanStep& step, const transport::RecvMes
 inline size_t elems(const Plan& plan, size_t bytes) { return bytes / plan.elemBytes; }
 
 // dst = src (+) other, scaling src first when it is raw input of a pre-multiplying reduction.
-inline void combine(const Plan& plan, const PlanStep& step, void* dst, const void* src, const void* other,
-                    size_t bytes) {
+inline void combine(const Primitives& prims, const Plan& plan, const PlanStep& step, void* dst, const void* src,
+                    const void* other, size_t bytes) {
   if (step.scaleSrc)
-    reduceScaleA(plan.reduction, dst, src, other, elems(plan, bytes));
+    prims.reduceScaleA(plan.reduction, dst, src, other, elems(plan, bytes));
   else
-    reduce(plan.reduction, dst, src, other, elems(plan, bytes));
+    prims.reduce(plan.reduction, dst, src, other, elems(plan, bytes));
 }
 
 // Publishes final data through an acquired slot: direct when the peer can read it in place.
-inline void publish(const Plan& plan, PieceIo& io, const transport::SendSlot& slot, const char* data, size_t bytes) {
+inline void publish(const Primitives& prims, const Plan& plan, PieceIo& io, const transport::SendSlot& slot,
+                    const char* data, size_t bytes) {
   if (bytes >= plan.directMinBytes && io.out->canSendDirect(data, bytes)) {
     io.directTicket = io.out->commitDirect(data, bytes, plan.tag);
   } else {
-    memcpy(slot.data, data, bytes);
+    prims.copy(slot.data, data, bytes);
     io.out->commitInline(bytes, plan.tag);
   }
 }
 
 // Receive half of a fused op that stores its result (two-phase when the send must wait).
-void receiveHalf(const Plan& plan, const PlanStep& step, const Piece& p, const transport::RecvMessage& m) {
+void receiveHalf(const Primitives& prims, const Plan& plan, const PlanStep& step, const Piece& p,
+                 const transport::RecvMessage& m) {
   if (step.op == Op::kRecvCopySend)
-    memcpy(p.dst, m.data, p.bytes);
+    prims.copy(p.dst, m.data, p.bytes);
   else
-    combine(plan, step, p.dst, p.src, m.data, p.bytes);
+    combine(prims, plan, step, p.dst, p.src, m.data, p.bytes);
 }
 
 }  // namespace
 
-Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo& io, PieceResult* result) {
+Status movePiece(const Primitives& prims, const Plan& plan, const PlanStep& step, const Piece& p, PieceIo& io,
+                 PieceResult* result) {
   *result = PieceResult::kBlocked;
   io.directTicket = 0;
   transport::RecvMessage m;
@@ -62,23 +63,23 @@ Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo
   switch (step.op) {
     case Op::kCopy:
       if (p.dst != p.src) {
-        if (step.scaleSrc) scaleCopy(plan.reduction, p.dst, p.src, elems(plan, p.bytes));
-        else memcpy(p.dst, p.src, p.bytes);
+        if (step.scaleSrc) prims.scaleCopy(plan.reduction, p.dst, p.src, elems(plan, p.bytes));
+        else prims.copy(p.dst, p.src, p.bytes);
       }
       *result = PieceResult::kDone;
       return Status::ok();
     case Op::kReduce:
-      if (step.scaleDst) scaleCopy(plan.reduction, p.dst, p.dst, elems(plan, p.bytes));
-      combine(plan, step, p.dst, p.src, p.dst, p.bytes);
+      if (step.scaleDst) prims.scaleCopy(plan.reduction, p.dst, p.dst, elems(plan, p.bytes));
+      combine(prims, plan, step, p.dst, p.src, p.dst, p.bytes);
       *result = PieceResult::kDone;
       return Status::ok();
     case Op::kSend:
       if (io.out == nullptr || !io.out->tryAcquire(&slot)) return Status::ok();
       if (step.scaleSrc) {
-        scaleCopy(plan.reduction, slot.data, p.src, elems(plan, p.bytes));
+        prims.scaleCopy(plan.reduction, slot.data, p.src, elems(plan, p.bytes));
         io.out->commitInline(p.bytes, plan.tag);
       } else {
-        publish(plan, io, slot, p.src, p.bytes);
+        publish(prims, plan, io, slot, p.src, p.bytes);
       }
       *result = PieceResult::kDone;
       return Status::ok();
@@ -86,8 +87,8 @@ Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo
     case Op::kRecvReduce:
       if (io.in == nullptr || !io.in->tryPeek(&m)) return Status::ok();
       if (m.tag != plan.tag || m.bytes != p.bytes) return mismatch(plan, step, m, p.bytes);
-      if (step.op == Op::kRecv) memcpy(p.dst, m.data, p.bytes);
-      else combine(plan, step, p.dst, p.src, m.data, p.bytes);
+      if (step.op == Op::kRecv) prims.copy(p.dst, m.data, p.bytes);
+      else combine(prims, plan, step, p.dst, p.src, m.data, p.bytes);
       io.in->release();
       *result = PieceResult::kDone;
       return Status::ok();
@@ -98,7 +99,7 @@ Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo
   // Fused ops: receive, transform, send on.
   if (io.received) {  // second half of a two-phase piece: the result is in dst
     if (io.out == nullptr || !io.out->tryAcquire(&slot)) return Status::ok();
-    publish(plan, io, slot, p.dst, p.bytes);
+    publish(prims, plan, io, slot, p.dst, p.bytes);
     *result = PieceResult::kDone;
     return Status::ok();
   }
@@ -110,17 +111,17 @@ Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo
     // store their result take the message now, so the sender is not held up;
     // recv_reduce_send has nowhere to put it and keeps it until it can send.
     if (step.op == Op::kRecvReduceSend) return Status::ok();
-    receiveHalf(plan, step, p, m);
+    receiveHalf(prims, plan, step, p, m);
     io.in->release();
     *result = PieceResult::kReceived;
     return Status::ok();
   }
   if (step.op == Op::kRecvReduceSend) {
-    combine(plan, step, slot.data, p.src, m.data, p.bytes);  // reduce straight into the slot
+    combine(prims, plan, step, slot.data, p.src, m.data, p.bytes);  // reduce straight into the slot
     io.out->commitInline(p.bytes, plan.tag);
   } else {
-    receiveHalf(plan, step, p, m);
-    publish(plan, io, slot, p.dst, p.bytes);
+    receiveHalf(prims, plan, step, p, m);
+    publish(prims, plan, io, slot, p.dst, p.bytes);
   }
   io.in->release();
   *result = PieceResult::kDone;

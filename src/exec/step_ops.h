@@ -1,11 +1,13 @@
-// Piece-level work of one step (used by the executor's loop): each function
-// moves one piece if the connections allow it right now, never waiting.
+// Piece-level work of one step (used by the progress engine): moves one piece
+// if the connections allow it right now, never waiting. Shared by every
+// executor; memory is touched only through its Primitives.
 #pragma once
 
 #include <cstdint>
 
 #include "common/status.h"
 #include "exec/plan.h"
+#include "exec/primitives.h"
 #include "transport/transport.h"
 
 namespace theseus::exec {
@@ -24,7 +26,9 @@ struct PieceIo {
   uint64_t directTicket = 0;
 };
 
-// Moves piece `p` of `step`. Errors: a message with the wrong tag or size.
-Status movePiece(const Plan& plan, const PlanStep& step, const Piece& p, PieceIo& io, PieceResult* result);
+// Moves piece `p` of `step` with the executor's primitives. Errors: a message
+// with the wrong tag or size.
+Status movePiece(const Primitives& prims, const Plan& plan, const PlanStep& step, const Piece& p, PieceIo& io,
+                 PieceResult* result);
 
 }  // namespace theseus::exec

@@ -28,6 +28,11 @@ bool scheduleServes(const std::string& name, schedule::Collective c, int nranks)
   return schedule::user::supports(name, c, nranks);
 }
 
+bool scheduleServesRequest(const std::string& name, const schedule::GenerateRequest& req) {
+  if (schedule::isBuiltin(name)) return schedule::builtinSupports(name, req.collective, req.nranks);
+  return schedule::user::serves(name, req);
+}
+
 bool paramsUsable(const std::string& name, schedule::Collective c, int nranks, const schedule::ScheduleParams& params) {
   if (!schedule::isBuiltin(name)) return true;
   static std::mutex mu;

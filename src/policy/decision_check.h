@@ -13,6 +13,8 @@ namespace theseus::policy {
 // Whether `name` - a built-in, a user schedule (THESEUS_SCHEDULES) or a file
 // ("file:/abs/x.json") - serves collective c with n ranks.
 bool scheduleServes(const std::string& name, schedule::Collective c, int nranks);
+// Whether `name` has a program for this exact request (layout and root too).
+bool scheduleServesRequest(const std::string& name, const schedule::GenerateRequest& req);
 
 // Whether a built-in accepts `params` for (c, nranks): it generates rank 0's
 // program once per distinct question (remembered process-wide). User

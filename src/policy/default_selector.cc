@@ -18,29 +18,60 @@ const IntKnob kSmallBytes("THESEUS_SMALL_MSG_BYTES", 32 << 10,
                           "Default policy: operations up to this size use latency-optimal schedules "
                           "(recursive doubling, trees, direct); larger ones use bandwidth-optimal rings");
 
-// Candidates in preference order for a size class.
-std::vector<const char*> candidates(const RequestShape& r, bool small) {
-  switch (r.collective) {
-    case Collective::kAllReduce:
-      return small ? std::vector<const char*>{"recursive_doubling", "halving_doubling", "tree", "ring"}
-                   : std::vector<const char*>{"ring", "halving_doubling", "double_binary_tree", "tree"};
-    case Collective::kAllGather:
-      return small ? std::vector<const char*>{"recursive_doubling", "direct", "ring"}
-                   : std::vector<const char*>{"ring", "direct", "recursive_doubling"};
-    case Collective::kReduceScatter:
-      return small ? std::vector<const char*>{"halving_doubling", "direct", "ring"}
-                   : std::vector<const char*>{"ring", "halving_doubling", "direct"};
-    case Collective::kBroadcast:
-      return small ? std::vector<const char*>{"tree", "direct", "ring"}
-                   : std::vector<const char*>{"ring", "double_binary_tree", "tree", "direct"};
-    case Collective::kReduce:
-      return small ? std::vector<const char*>{"tree", "direct", "ring"}
-                   : std::vector<const char*>{"ring", "tree", "direct"};
-    case Collective::kAlltoAll:
-    case Collective::kGather:
-    case Collective::kScatter: return {"direct", "ring"};
+using C = Collective;
+
+// The default choice. Small messages are latency-bound: schedules with few
+// steps (recursive doubling, trees, direct); large ones are bandwidth-bound:
+// rings first. Rules are tried in order; the first that names the collective
+// and the request's size class decides.
+const std::vector<DefaultRule> kRules = {
+    {"small allreduce", {C::kAllReduce}, 0, {"recursive_doubling", "halving_doubling", "tree", "ring"}},
+    {"large allreduce", {C::kAllReduce}, 1, {"ring", "halving_doubling", "double_binary_tree", "tree"}},
+    {"small allgather", {C::kAllGather}, 0, {"recursive_doubling", "direct", "ring"}},
+    {"large allgather", {C::kAllGather}, 1, {"ring", "direct", "recursive_doubling"}},
+    {"small reducescatter", {C::kReduceScatter}, 0, {"halving_doubling", "direct", "ring"}},
+    {"large reducescatter", {C::kReduceScatter}, 1, {"ring", "halving_doubling", "direct"}},
+    {"small broadcast", {C::kBroadcast}, 0, {"tree", "direct", "ring"}},
+    {"large broadcast", {C::kBroadcast}, 1, {"ring", "double_binary_tree", "tree", "direct"}},
+    {"small reduce", {C::kReduce}, 0, {"tree", "direct", "ring"}},
+    {"large reduce", {C::kReduce}, 1, {"ring", "tree", "direct"}},
+    {"personalized exchanges", {C::kAlltoAll, C::kGather, C::kScatter}, -1, {"direct", "ring"}},
+};
+
+const std::vector<const char*>& candidates(Collective c, int sizeClass) {
+  static const std::vector<const char*> kRingOnly = {"ring"};
+  for (const DefaultRule& r : kRules) {
+    if (r.sizeClass >= 0 && r.sizeClass != sizeClass) continue;
+    for (Collective rc : r.collectives)
+      if (rc == c) return r.candidates;
   }
-  return {"ring"};
+  return kRingOnly;
+}
+
+// A JSON string list: ["a", "b"].
+std::string jsonList(const std::vector<const char*>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", \"" : "\"") + std::string(names[i]) + "\"";
+  return out + "]";
+}
+
+std::string generateStaticPolicy() {
+  std::string out =
+      "{\n"
+      "  \"version\": 1,\n"
+      "  \"name\": \"static\",\n"
+      "  \"description\": \"Size thresholds: latency-optimal schedules up to THESEUS_SMALL_MSG_BYTES, bandwidth-optimal "
+      "ones above. Theseus' default policy; a starting point for your own.\",\n"
+      "  \"rules\": [\n";
+  for (size_t i = 0; i < kRules.size(); ++i) {
+    const DefaultRule& r = kRules[i];
+    std::vector<const char*> colls;
+    for (Collective c : r.collectives) colls.push_back(collectiveName(c));
+    out += "    {\"name\": \"" + std::string(r.name) + "\", \"collectives\": " + jsonList(colls) + ",";
+    if (r.sizeClass == 0) out += " \"max_bytes\": \"$small_msg_bytes\",";
+    out += "\n     \"use\": {\"schedule\": " + jsonList(r.candidates) + "}}" + (i + 1 < kRules.size() ? "," : "") + "\n";
+  }
+  return out + "  ]\n}\n";
 }
 
 }  // namespace
@@ -83,12 +114,22 @@ size_t smallMessageBytes() {
 
 int sizeClass(size_t bytes) { return bytes <= smallMessageBytes() ? 0 : 1; }
 
+const std::vector<DefaultRule>& defaultRules() { return kRules; }
+
+const std::string& staticPolicyText() {
+  static const std::string text = generateStaticPolicy();
+  return text;
+}
+
 Choice defaultChoice(const RequestShape& req, const AlgoFilter& filter) {
   std::string forced = forcedSchedule(req.collective);
   if (!forced.empty() && scheduleSupports(forced, req.collective, req.nranks)) return Choice{forced, {}};
-  bool small = req.sizeClass == 0;
+  return staticChoice(req, filter);
+}
+
+Choice staticChoice(const RequestShape& req, const AlgoFilter& filter) {
   const char* fallback = nullptr;
-  for (const char* name : candidates(req, small)) {
+  for (const char* name : candidates(req.collective, req.sizeClass)) {
     if (!scheduleSupports(name, req.collective, req.nranks)) continue;
     if (fallback == nullptr) fallback = name;
     if (filter.allows(req.collective, name)) return Choice{name, {}};

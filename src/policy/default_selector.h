@@ -1,6 +1,11 @@
-// The default schedule choice (size thresholds), used until a policy decides.
-// It depends only on the request and on settings that are identical on every
-// rank (NCCL_ALGO, rank and node counts), so all ranks choose alike.
+// The default schedule choice (size thresholds), used until a policy decides
+// and for every collective a policy leaves out. It depends only on the request
+// and on settings that are identical on every rank (NCCL_ALGO, rank and node
+// counts), so all ranks choose alike.
+//
+// The choice is written once, as the table of DefaultRules below; the built-in
+// "static" policy (staticPolicyText(), shipped as policies/static.json and
+// checked equal to it by a test) is generated from the same table.
 #pragma once
 
 #include <string>
@@ -36,8 +41,22 @@ struct RequestShape {
 // is forced for `c`.
 std::string forcedSchedule(schedule::Collective c);
 
-// The forced schedule when it serves the request (`supports` tells), else the
-// size-class default filtered by NCCL_ALGO.
+// One rule of the default choice: for these collectives (and a size class, or
+// both), the first candidate that serves the request and NCCL_ALGO allows.
+struct DefaultRule {
+  const char* name;                           // "small allreduce"
+  std::vector<schedule::Collective> collectives;
+  int sizeClass;                              // 0 small, 1 large, -1 any size
+  std::vector<const char*> candidates;        // preference order
+};
+const std::vector<DefaultRule>& defaultRules();
+
+// The size-class default filtered by NCCL_ALGO (THESEUS_SCHEDULE not applied).
+Choice staticChoice(const RequestShape& req, const AlgoFilter& filter);
+// The forced schedule when it serves (c, nranks), else staticChoice().
 Choice defaultChoice(const RequestShape& req, const AlgoFilter& filter);
+
+// The built-in "static" policy: the DefaultRules as a JSON policy (the text of policies/static.json).
+const std::string& staticPolicyText();
 
 }  // namespace theseus::policy

@@ -1,7 +1,5 @@
 #include "policy/plugin_policy.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
 #include <vector>
 
@@ -15,24 +13,16 @@
 namespace theseus::policy {
 namespace {
 
-// The plugin a thread is calling into, for the logger callback (which has no context).
-thread_local const char* tCurrentPlugin = nullptr;
-
-struct CallScope {
-  explicit CallScope(const char* name) : saved(tCurrentPlugin) { tCurrentPlugin = name; }
-  ~CallScope() { tCurrentPlugin = saved; }
-  const char* saved;
-};
+constexpr const char* kWhat = "policy plugin";
 
 void pluginLogger(int level, const char* message) {
-  const char* who = tCurrentPlugin ? tCurrentPlugin : "?";
-  const char* text = message ? message : "(null)";
-  if (level <= THESEUS_POLICY_LOG_WARN) TH_WARN("policy plugin '%s': %s", who, text);
-  else if (level >= THESEUS_POLICY_LOG_TRACE) TH_TRACE(log::kPolicy, "policy plugin '%s': %s", who, text);
-  else TH_INFO(log::kPolicy, "policy plugin '%s': %s", who, text);
+  plugin::logFromPlugin(kWhat, log::kPolicy, level, THESEUS_POLICY_LOG_WARN, THESEUS_POLICY_LOG_TRACE, message);
 }
 
+using plugin::CallScope;
+
 // Descriptor symbols, newest first; when v2 arrives, v1 stays with an adapter.
+const char* const kKnownSymbols[] = {THESEUS_POLICY_PLUGIN_SYMBOL_V1};
 const char* const kFutureSymbols[] = {"theseusPolicyPlugin_v4", "theseusPolicyPlugin_v3", "theseusPolicyPlugin_v2"};
 
 bool validCollective(int c) { return (c >= 0 && c <= 4) || (c >= 8 && c <= 10); }
@@ -121,30 +111,14 @@ void toC(const DecisionTable& t, std::vector<theseusPolicyDecision_v1_t>* out) {
 }  // namespace
 
 Result<std::unique_ptr<PluginPolicy>> PluginPolicy::load(const std::string& path) {
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* why = dlerror();
-    return invalidArgument("policy plugin %s: cannot load it: %s", path.c_str(), why ? why : "unknown error");
-  }
-  auto fail = [&](Status st) {
-    dlclose(lib);
-    return st;
-  };
-  auto* d = static_cast<const theseusPolicyPlugin_v1_t*>(dlsym(lib, THESEUS_POLICY_PLUGIN_SYMBOL_V1));
-  if (d == nullptr) {
-    for (const char* future : kFutureSymbols)
-      if (dlsym(lib, future) != nullptr)
-        return fail(invalidArgument("policy plugin %s exports %s, a newer policy plugin ABI than this library "
-                                    "knows (%s)", path.c_str(), future, THESEUS_POLICY_PLUGIN_SYMBOL_V1));
-    return fail(invalidArgument("policy plugin %s does not export %s (is it a policy plugin?)", path.c_str(),
-                                THESEUS_POLICY_PLUGIN_SYMBOL_V1));
-  }
-  Status st = checkDescriptor(d, path);
-  if (!st.isOk()) return fail(st);
+  TH_ASSIGN(std::unique_ptr<plugin::Library> lib, plugin::Library::open(path, kWhat));
+  TH_ASSIGN(plugin::Library::Symbol found, lib->findVersioned(kKnownSymbols, kFutureSymbols));
+  auto* d = static_cast<const theseusPolicyPlugin_v1_t*>(found.address);
+  TH_CHECK(checkDescriptor(d, path));
   std::unique_ptr<PluginPolicy> p(new PluginPolicy());
   p->path_ = path;
   p->name_ = d->name;
-  p->library_ = lib;
+  p->library_ = std::move(lib);
   p->plugin_ = d;
   if (d->init != nullptr) {
     CallScope scope(d->name);
@@ -164,7 +138,6 @@ PluginPolicy::~PluginPolicy() {
     theseusPolicyResult_t rc = plugin_->finalize(context_);
     if (rc != theseusPolicySuccess) TH_INFO(log::kPolicy, "policy plugin '%s': finalize() returned %d", name_.c_str(), rc);
   }
-  if (library_ != nullptr) dlclose(library_);
 }
 
 std::string PluginPolicy::describe() const {

@@ -1,7 +1,7 @@
 // Policy plugins: a C shared library behind include/theseus/policy_plugin.h.
 //
-// Loading. dlopen(RTLD_NOW | RTLD_LOCAL), then the newest descriptor symbol
-// this library knows (theseusPolicyPlugin_v1). A library that exports only a
+// Loading (common/plugin_library.h): the newest descriptor symbol this
+// library knows (theseusPolicyPlugin_v1). A library that exports only a
 // newer symbol, a wrong struct_size or abi_version, a bad name or a NULL
 // decide() is rejected with an error naming the file and the problem, and
 // nothing of it is called. init() runs once; a failing init() fails the load.
@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/plugin_library.h"
 #include "policy/policy.h"
 #include "schedule/ir.h"
 #include "theseus/policy_plugin.h"
@@ -48,7 +49,7 @@ class PluginPolicy final : public Policy {
 
   std::string path_;
   std::string name_;
-  void* library_ = nullptr;
+  std::unique_ptr<plugin::Library> library_;
   const theseusPolicyPlugin_v1_t* plugin_ = nullptr;
   void* context_ = nullptr;
   std::mutex mu_;  // one call into the plugin at a time

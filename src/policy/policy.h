@@ -54,9 +54,6 @@ class Policy {
   virtual Result<DecisionTable> decide(const PolicyInput& in) = 0;
 };
 
-// The built-in static policy's text (identical to policies/static.json).
-const char* staticPolicyText();
-
 // Loads a policy by spec (above). Errors name the file and the problem.
 Result<std::unique_ptr<Policy>> load(const std::string& spec);
 // THESEUS_POLICY, "static" when unset.

@@ -25,6 +25,9 @@ struct alignas(64) DoorbellWord {
 };
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
 
+// Wakes an executor's waits (its manager's doorbell); called from helper threads.
+using WakeFn = void (*)(void* ctx);
+
 inline uint32_t doorbellToken(const DoorbellWord* d) { return d->value.load(std::memory_order_seq_cst); }
 void ringDoorbell(DoorbellWord* d);
 // Sleeps until the value differs from `token` or `timeoutUs` passes (spurious

@@ -17,6 +17,11 @@
 // Each message carries a 32-bit tag chosen by the executor (collective sequence
 // and step); a receiver that sees an unexpected tag or size reports a
 // mismatched collective instead of corrupting data.
+//
+// Slots live in memory of one kind per connection (memory(): host for shm
+// and sockets, device for CUDA IPC FIFOs); an executor only uses connections
+// whose slots its primitives can access. Direct messages point into the
+// sender's buffer, which is of a kind the sender's executor serves.
 #pragma once
 
 #include <cstddef>
@@ -25,14 +30,15 @@
 #include <vector>
 
 #include "common/status.h"
+#include "device/memory_kind.h"
 
 namespace theseus::transport {
 
-enum class Kind : uint8_t { kShm, kSocket, kCudaIpc, kIb };
+enum class Kind : uint8_t { kShm, kSocket, kCudaIpc, kIb, kNetPlugin };
 const char* kindName(Kind k);
 
 struct SendSlot {
-  void* data = nullptr;      // where to write the inline payload
+  void* data = nullptr;      // where to write the inline payload (memory of the connection's memory() kind)
   size_t capacity = 0;       // == slotBytes()
 };
 
@@ -41,6 +47,8 @@ class SendConnection {
   virtual ~SendConnection() = default;
   virtual Kind kind() const = 0;
   virtual int peer() const = 0;
+  // Where the slots live.
+  virtual device::MemoryKind memory() const { return device::MemoryKind::kHost; }
   // Largest inline payload; the executor never makes a slice larger than this.
   virtual size_t slotBytes() const = 0;
   // A free FIFO slot, or false when the FIFO is full. At most one acquired,
@@ -70,6 +78,8 @@ class RecvConnection {
   virtual ~RecvConnection() = default;
   virtual Kind kind() const = 0;
   virtual int peer() const = 0;
+  // Where the slots (inline payloads) live.
+  virtual device::MemoryKind memory() const { return device::MemoryKind::kHost; }
   // The next message in order, or false when none has arrived yet. Calling it
   // again before release() returns the same message.
   virtual bool tryPeek(RecvMessage* msg) = 0;

@@ -14,6 +14,15 @@ const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
                             "Data transport between ranks: 'auto' (shared memory on one host, TCP sockets between "
                             "hosts) or 'socket' (TCP everywhere)");
 const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
+const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
+                           "1 disables GPU peer-to-peer transports (CUDA IPC); Theseus has none yet, so it changes "
+                           "nothing today");
+const StringKnob kNet("NCCL_NET", nullptr,
+                      "The network backend between hosts, by NCCL's name (case-insensitive): 'Socket'. Init fails "
+                      "when it names a network Theseus does not have");
+const StringKnob kNetPlugin("NCCL_NET_PLUGIN", nullptr,
+                            "An NCCL net plugin to load ('none': none). Theseus does not load net plugins yet: a "
+                            "name is reported once and the internal Socket network is used");
 const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
 const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 128 << 10,
                             "Bytes per shared-memory FIFO slot, rounded up to 4 KiB: the largest inline message (wins over "
@@ -114,6 +123,10 @@ Result<TransportConfig> readTransportConfig() {
   TH_CHECK(checkRange(kRcvBuf, rcv, -1, INT32_MAX));
   c.socketSendBuf = static_cast<int>(snd);
   c.socketRecvBuf = static_cast<int>(rcv);
+
+  c.net = kNet.get();
+  c.netPlugin = kNetPlugin.get();
+  c.p2pDisable = kP2pDisable.get();
 
   c.connectTimeoutMs = bootstrap::connectTimeoutMs();
   return c;

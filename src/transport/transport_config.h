@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/status.h"
 
@@ -36,14 +37,20 @@ struct TransportConfig {
   int socketSendBuf = -1;             // SO_SNDBUF; -1 leaves the kernel's autotuning
   int socketRecvBuf = -1;
 
+  // Backend choice (backend_order.h).
+  std::string net;        // NCCL_NET: the network backend by NCCL's name ("Socket"); empty: the first available
+  std::string netPlugin;  // NCCL_NET_PLUGIN (not loaded yet: reported once)
+  bool p2pDisable = false;  // NCCL_P2P_DISABLE: no GPU peer-to-peer backend (none exists yet)
+
   // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
   // connection, and prepare() waiting for the peers' connections.
   int64_t connectTimeoutMs = 60000;
 };
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
-// NCCL_SHM_DISABLE, NCCL_BUFFSIZE, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD,
-// NCCL_SOCKET_SNDBUF/RCVBUF; THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
+// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET, NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
+// NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_SNDBUF/RCVBUF;
+// THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
 Result<TransportConfig> readTransportConfig();
 
 // Limits shared by the config checks and the wire-format checks.

@@ -1,7 +1,8 @@
 // TransportManager: owns every connection of one communicator and picks the
-// transport per peer: shared memory between ranks of one host (unless
-// NCCL_SHM_DISABLE=1), TCP sockets between hosts (several sockets per peer
-// where it helps). Later: CUDA IPC and verbs.
+// transport backend per peer (backend.h, backend_order.h): shared memory
+// between ranks of one host (unless NCCL_SHM_DISABLE=1), TCP sockets between
+// hosts (several sockets per peer where it helps). Later: CUDA IPC, verbs and
+// NCCL net plugins, each a backend in its own folder.
 //
 // Connections are made lazily, the first time a program needs a peer, or
 // eagerly through prepare() (the control plane calls it before a schedule swap
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -33,6 +35,9 @@ struct TransportOptions {
   int maxChannels = 1;          // connections per peer and direction
   int64_t connectTimeoutMs = 0; // THESEUS_CONNECT_TIMEOUT_MS when 0
   const AbortFlag* abort = nullptr;
+  // Backends by name, in order ("shm", "socket"); empty: the configured order
+  // (backend_order.h). Must be equal on all ranks (tests pick backends this way).
+  std::vector<std::string> backends;
 };
 
 class TransportManager {

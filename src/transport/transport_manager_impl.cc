@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "common/log.h"
+#include "transport/backend_order.h"
 
 namespace theseus::transport {
 
@@ -17,6 +18,7 @@ const char* kindName(Kind k) {
     case Kind::kSocket: return "socket";
     case Kind::kCudaIpc: return "cuda_ipc";
     case Kind::kIb: return "ib";
+    case Kind::kNetPlugin: return "netplugin";
   }
   return "unknown";
 }
@@ -31,8 +33,7 @@ TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const Tra
   rank_ = boot.rank();
   nranks_ = boot.nranks();
   channels_ = std::max(1, options.maxChannels);
-  kinds_.assign(nranks_, Kind::kSocket);
-  if (rank_ >= 0 && rank_ < nranks_) kinds_[rank_] = Kind::kShm;
+  byPeer_.assign(static_cast<size_t>(std::max(nranks_, 0)), nullptr);
   size_t n = static_cast<size_t>(nranks_) * static_cast<size_t>(channels_);
   send_.reset(new std::atomic<SendConnection*>[n]);
   recv_.reset(new std::atomic<RecvConnection*>[n]);
@@ -46,17 +47,15 @@ TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const Tra
 }
 
 TransportManagerImpl::~TransportManagerImpl() {
-  // Connections first (they join their helper threads and leave the pump), then
-  // the pump, then the shm mappings the connections pointed into.
+  // Connections first (they join their helper threads and leave the socket
+  // pump), then the backends, last set up first (the pump, the shm mappings
+  // the connections pointed into).
   {
     std::lock_guard lock(mu_);
-    sockets_.clear();
     ownedRecv_.clear();
     ownedSend_.clear();
   }
-  pump_.reset();
-  regions_.reset();
-  shm_.reset();
+  while (!backends_.empty()) backends_.pop_back();
   if (wakeFd_ >= 0) close(wakeFd_);
 }
 
@@ -91,31 +90,22 @@ Result<RecvConnection*> TransportManagerImpl::recvConnection(int peer, int chann
   return createRecv(peer, channel);
 }
 
+Result<Backend*> TransportManagerImpl::backendFor(int peer) const {
+  Backend* b = byPeer_[static_cast<size_t>(peer)];
+  if (b != nullptr) return b;
+  std::string names;
+  for (const auto& be : backends_) names += (names.empty() ? "" : ", ") + std::string(kindName(be->kind()));
+  return invalidUsage("no transport backend connects rank %d with rank %d (backends: %s)", rank_, peer,
+                      names.empty() ? "none" : names.c_str());
+}
+
 Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) {
   std::lock_guard lock(mu_);
   size_t idx = static_cast<size_t>(peer) * channels_ + channel;
   if (SendConnection* c = send_[idx].load(std::memory_order_acquire)) return c;
+  TH_ASSIGN(Backend * backend, backendFor(peer));
   std::unique_ptr<SendConnection> conn;
-  if (kinds_[peer] == Kind::kShm) {
-    TH_ASSIGN(conn, shm_->connectSend(peer, channel, &sendCounters_[idx], config_.useDirect));
-  } else {
-    if (pump_ == nullptr) pump_ = std::make_unique<SocketPump>(&wakeManager, this);
-    SocketParams p;
-    p.rank = rank_;
-    p.peer = peer;
-    p.channel = channel;
-    p.slots = config_.socketSlots;
-    p.slotBytes = config_.socketSlotBytes;
-    p.nsocks = config_.socketsPerConnection;
-    p.stripeMinBytes = config_.stripeMinBytes;
-    p.sendBuf = config_.socketSendBuf;
-    p.recvBuf = config_.socketRecvBuf;
-    TH_ASSIGN(SocketSendHandle h, connectSocketSend(boot_, p, Deadline::afterMs(connectTimeoutMs()), options_.abort,
-                                                    &sendCounters_[idx], pump_.get()));
-    conn = std::move(h.connection);
-    sockets_.push_back({h.waitable, peer, channel, false});
-    socketCount_.fetch_add(1);
-  }
+  TH_ASSIGN(conn, backend->connectSend(peer, channel, &sendCounters_[idx]));
   if (emulation_) conn = emulation_->wrapSend(std::move(conn), peer, &sendCounters_[idx]);
   SendConnection* raw = conn.get();
   ownedSend_.push_back(std::move(conn));
@@ -127,25 +117,9 @@ Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) 
   std::lock_guard lock(mu_);
   size_t idx = static_cast<size_t>(peer) * channels_ + channel;
   if (RecvConnection* c = recv_[idx].load(std::memory_order_acquire)) return c;
+  TH_ASSIGN(Backend * backend, backendFor(peer));
   std::unique_ptr<RecvConnection> conn;
-  if (kinds_[peer] == Kind::kShm) {
-    TH_ASSIGN(conn, shm_->connectRecv(peer, channel, &recvCounters_[idx], regions_.get()));
-  } else {
-    SocketParams p;
-    p.rank = rank_;
-    p.peer = peer;
-    p.channel = channel;
-    p.slots = config_.socketSlots;
-    p.sendBuf = config_.socketSendBuf;
-    p.recvBuf = config_.socketRecvBuf;
-    // A lazy receive waits for the peer as long as the executor does (its stall
-    // timeout), not the connect timeout: the peer may reach this step much later.
-    SocketRecvHandle h = startSocketRecv(boot_, p, Deadline::never(), options_.abort, connectTimeoutMs(),
-                                         &recvCounters_[idx], &wakeManager, this);
-    conn = std::move(h.connection);
-    sockets_.push_back({h.waitable, peer, channel, true});
-    socketCount_.fetch_add(1);
-  }
+  TH_ASSIGN(conn, backend->connectRecv(peer, channel, &recvCounters_[idx]));
   if (emulation_) conn = emulation_->wrapRecv(std::move(conn), peer);
   RecvConnection* raw = conn.get();
   ownedRecv_.push_back(std::move(conn));
@@ -158,13 +132,10 @@ int64_t TransportManagerImpl::connectTimeoutMs() const {
 }
 
 std::string TransportManagerImpl::pendingReceives(const std::vector<int>& peers, int channels) {
-  std::lock_guard lock(mu_);
   std::string out;
-  for (const SocketEntry& e : sockets_) {
-    if (!e.receive || e.channel >= channels || !e.waitable->settingUp()) continue;
-    if (std::find(peers.begin(), peers.end(), e.peer) == peers.end()) continue;
-    out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(e.peer) + " channel " +
-           std::to_string(e.channel);
+  for (const auto& b : backends_) {
+    std::string part = b->pendingReceives(peers, channels);
+    if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
   }
   return out;
 }
@@ -206,16 +177,16 @@ Status TransportManagerImpl::prepare(const std::vector<int>& peers, int channels
 }
 
 Kind TransportManagerImpl::kindFor(int peer) const {
-  if (peer < 0 || peer >= nranks_) return Kind::kSocket;
-  return kinds_[peer];
+  if (peer < 0 || peer >= nranks_ || byPeer_[static_cast<size_t>(peer)] == nullptr) return Kind::kSocket;
+  return byPeer_[static_cast<size_t>(peer)]->kind();
 }
 
 uint64_t TransportManagerImpl::activityToken() const { return doorbellToken(bell_); }
 
-// Sleeps until the doorbell moves past `token`, a socket becomes readable, or
-// the timeout passes. Shared-memory peers ring the futex; sockets need poll().
-// With both kinds, poll() runs in 100 us slices with the doorbell checked in
-// between (socket latency across hosts dwarfs the slice).
+// Sleeps until the doorbell moves past `token`, a backend's descriptor becomes
+// ready, or the timeout passes. Shared-memory peers ring the futex; sockets
+// need poll(). With both, poll() runs in 100 us slices with the doorbell
+// checked in between (socket latency across hosts dwarfs the slice).
 void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
   if (emulation_) timeoutUs = emulation_->clampWaitUs(timeoutUs);
   if (timeoutUs <= 0) return;
@@ -223,19 +194,17 @@ void TransportManagerImpl::waitForActivity(uint64_t token, int64_t timeoutUs) {
   uint64_t start = nowNs();
   uint64_t deadlineNs = start + static_cast<uint64_t>(timeoutUs) * 1000;
   if (spin_ && spinOnce(tok, start, timeoutUs)) return;
-  if (socketCount_.load(std::memory_order_acquire) == 0) {
+  thread_local std::vector<struct pollfd> fds;
+  fds.clear();
+  fds.push_back({wakeFd_, POLLIN, 0});
+  bool polls = false;
+  for (const auto& b : backends_) polls |= b->addPollFds(&fds);
+  if (!polls) {
     uint64_t now = nowNs();
     if (now < deadlineNs) sleepOnDoorbell(bell_, tok, static_cast<int64_t>((deadlineNs - now) / 1000));
     return;
   }
-  thread_local std::vector<struct pollfd> fds;
-  fds.clear();
-  fds.push_back({wakeFd_, POLLIN, 0});
-  {
-    std::lock_guard lock(mu_);
-    for (const SocketEntry& e : sockets_) e.waitable->addPollFds(&fds);
-  }
-  waitSockets(fds, tok, deadlineNs);
+  waitPolling(fds, tok, deadlineNs);
 }
 
 // Adaptive spinning. Spinning pays only while the peers really run at the same
@@ -264,8 +233,8 @@ bool TransportManagerImpl::spinOnce(uint32_t token, uint64_t start, int64_t time
   return false;
 }
 
-void TransportManagerImpl::waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs) {
-  bool mixed = shm_ != nullptr;
+void TransportManagerImpl::waitPolling(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs) {
+  bool mixed = bell_ != &localBell_;  // peers also ring the doorbell
   pollSleepers_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
     if (doorbellToken(bell_) != token) break;
@@ -296,6 +265,45 @@ PeerStats TransportManagerImpl::stats(int peer) const {
     s.recvWaitNs += in.timeNs.load(std::memory_order_relaxed);
   }
   return s;
+}
+
+// Backends set up in order; each peer goes to the first that can connect it
+// (both ranks of a pair decide alike: every backend's answer is symmetric).
+Status TransportManagerImpl::setUp() {
+  BackendContext ctx;
+  ctx.boot = &boot_;
+  ctx.config = config_;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.channels = channels_;
+  ctx.connectTimeoutMs = connectTimeoutMs();
+  ctx.abort = options_.abort;
+  ctx.wake = &wakeManager;
+  ctx.wakeCtx = this;
+  TH_ASSIGN(backends_, makeBackends(ctx, options_.backends));
+  for (const auto& b : backends_) TH_CHECK(b->setUp().withContext(std::string(kindName(b->kind())) + " set-up"));
+  for (const auto& b : backends_) {
+    std::vector<bool> mine(static_cast<size_t>(nranks_), false);
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == rank_ || byPeer_[p] != nullptr || !b->canConnect(p)) continue;
+      byPeer_[p] = b.get();
+      mine[p] = true;
+    }
+    b->assigned(mine);
+    if (DoorbellWord* bell = b->doorbell(); bell != nullptr && bell_ == &localBell_) bell_ = bell;
+  }
+  const auto& local = boot_.localRanks();
+  spin_ = config_.spinUs > 0 && usableCpus() >= static_cast<int>(local.size());
+  sharesCores_ = usableCpus() < static_cast<int>(local.size());
+  spinBudgetNs_ = spin_ ? static_cast<uint64_t>(config_.spinUs) * 1000 : 0;
+  std::string summary;
+  for (const auto& b : backends_) {
+    std::string part = b->summary();
+    if (!part.empty()) summary += (summary.empty() ? "" : ", ") + part;
+  }
+  TH_INFO(log::kInit | log::kShm | log::kNet, "rank %d transports: %s%s", rank_, summary.c_str(),
+          spin_ ? " (spinning before sleeping)" : "");
+  return Status::ok();
 }
 
 Result<std::unique_ptr<TransportManager>> createTransportManager(bootstrap::Bootstrap& bootstrap,

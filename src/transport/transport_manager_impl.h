@@ -1,23 +1,18 @@
 // The TransportManager of one communicator (see transport_manager.h for the
-// contract). Internals shared by its two source files:
-//   transport_manager_impl.cc  connections, waits, stats
-//   transport_setup.cc         the collective set-up at creation (which peers
-//                              use shm, inbox exchange, zero-copy probes)
+// contract): its backends (backend.h, in the order of backend_order.h), which
+// backend serves each peer, the connections, the waits and the counters.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string>
 #include <vector>
 
+#include "transport/backend.h"
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
 #include "transport/emulation.h"
-#include "transport/region_cache.h"
-#include "transport/shm_transport.h"
-#include "transport/socket_transport.h"
 #include "transport/transport_config.h"
 #include "transport/transport_manager.h"
 
@@ -28,7 +23,8 @@ class TransportManagerImpl final : public TransportManager {
   TransportManagerImpl(bootstrap::Bootstrap& boot, const TransportOptions& options, const TransportConfig& config);
   ~TransportManagerImpl() override;
 
-  // Collective (every rank of the communicator calls it at creation).
+  // Collective (every rank of the communicator calls it at creation): sets up
+  // every backend and assigns each peer the first one that can connect it.
   Status setUp();
 
   Result<SendConnection*> sendConnection(int peer, int channel) override;
@@ -47,9 +43,8 @@ class TransportManagerImpl final : public TransportManager {
   void wakeLocal();
 
  private:
-  struct PeerSetup;  // what a rank published at creation (transport_setup.cc)
-  Status setUpShm(const std::vector<PeerSetup>& all);
   Status checkEndpoint(int peer, int channel) const;
+  Result<Backend*> backendFor(int peer) const;
   Result<SendConnection*> createSend(int peer, int channel);
   Result<RecvConnection*> createRecv(int peer, int channel);
   int64_t connectTimeoutMs() const;
@@ -57,7 +52,7 @@ class TransportManagerImpl final : public TransportManager {
   std::string pendingReceives(const std::vector<int>& peers, int channels);
   // Spins on the doorbell for the adaptive budget; true when it rang.
   bool spinOnce(uint32_t token, uint64_t start, int64_t timeoutUs);
-  void waitSockets(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
+  void waitPolling(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
 
   bootstrap::Bootstrap& boot_;
   TransportOptions options_;
@@ -69,15 +64,13 @@ class TransportManagerImpl final : public TransportManager {
   bool sharesCores_ = false;
   uint64_t spinBudgetNs_ = 0;  // adaptive, see spinOnce()
   uint32_t spinProbe_ = 0;
-  std::vector<Kind> kinds_;
 
-  std::unique_ptr<ShmDomain> shm_;
-  std::unique_ptr<RegionCache> regions_;
-  DoorbellWord localBell_;       // the doorbell when this rank has no shm inbox
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<Backend*> byPeer_;  // the backend serving each peer (null: self, or none can)
+  DoorbellWord localBell_;        // the doorbell when no backend has one
   DoorbellWord* bell_ = &localBell_;
-  int wakeFd_ = -1;              // eventfd: wakes waits that sleep in poll() on sockets
+  int wakeFd_ = -1;               // eventfd: wakes waits that sleep in poll()
   std::atomic<uint32_t> pollSleepers_{0};
-  std::unique_ptr<SocketPump> pump_;
 
   // Connections: created once under mu_, then found without locking.
   std::mutex mu_;
@@ -85,14 +78,6 @@ class TransportManagerImpl final : public TransportManager {
   std::unique_ptr<std::atomic<RecvConnection*>[]> recv_;
   std::vector<std::unique_ptr<SendConnection>> ownedSend_;
   std::vector<std::unique_ptr<RecvConnection>> ownedRecv_;
-  struct SocketEntry {
-    SocketWaitable* waitable;
-    int peer;
-    int channel;
-    bool receive;
-  };
-  std::vector<SocketEntry> sockets_;
-  std::atomic<size_t> socketCount_{0};
   std::unique_ptr<ConnectionCounters[]> sendCounters_;
   std::unique_ptr<ConnectionCounters[]> recvCounters_;
   std::unique_ptr<LinkEmulation> emulation_;  // null unless THESEUS_EMULATE is set

@@ -1,11 +1,14 @@
 // theseus-config: prints every configuration knob Theseus declares (name,
 // type, default, help), as text or as the Markdown table of
-// docs/configuration.md (a test keeps that file in sync with this output).
+// docs/configuration.md (a test keeps that file in sync with this output);
+// with --static-policy, the built-in static policy generated from the default
+// choice's table (policies/static.json, kept equal by a test).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "common/knobs.h"
+#include "policy/default_selector.h"
 
 namespace {
 
@@ -29,7 +32,7 @@ std::string escape(const std::string& s) {
 }
 
 int usage() {
-  fprintf(stderr, "usage: theseus-config [--list | --markdown]\n");
+  fprintf(stderr, "usage: theseus-config [--list | --markdown | --static-policy]\n");
   return 2;
 }
 
@@ -39,6 +42,10 @@ int main(int argc, char** argv) {
   bool markdown = false;
   if (argc > 2) return usage();
   if (argc == 2) {
+    if (strcmp(argv[1], "--static-policy") == 0) {
+      fputs(theseus::policy::staticPolicyText().c_str(), stdout);
+      return 0;
+    }
     if (strcmp(argv[1], "--markdown") == 0) markdown = true;
     else if (strcmp(argv[1], "--list") != 0) return usage();
   }

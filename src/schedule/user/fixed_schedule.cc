@@ -192,6 +192,11 @@ const FixedProgram* FixedSchedule::pick(const GenerateRequest& req, bool* relabe
   return rotates ? rotatable : nullptr;
 }
 
+bool FixedSchedule::serves(const GenerateRequest& req) const {
+  bool relabel = false;
+  return req.collective == collective_ && pick(req, &relabel) != nullptr;
+}
+
 Result<Program> FixedSchedule::generate(const GenerateRequest& req) const {
   if (req.collective != collective_)
     return invalidArgument("schedule '%s' (%s) implements %s, not %s", info_.name.c_str(), info_.path.c_str(),

@@ -44,6 +44,7 @@ class FixedSchedule final : public UserSchedule {
                                                        std::vector<FixedProgram> programs);
 
   bool supports(Collective c, int nranks) const override;
+  bool serves(const GenerateRequest& req) const override;
   Result<Program> generate(const GenerateRequest& req) const override;
 
   Collective collective() const { return collective_; }

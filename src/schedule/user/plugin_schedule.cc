@@ -1,8 +1,6 @@
 // The schedule plugin loader and the C-to-IR program copy (plugin_schedule.h).
 #include "schedule/user/plugin_schedule.h"
 
-#include <dlfcn.h>
-
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -13,27 +11,13 @@
 namespace theseus::schedule::user {
 namespace {
 
-// The plugin a thread is calling into, so the logger callback (which has no
-// context argument) can say who is talking.
-thread_local const char* tCurrentPlugin = nullptr;
+constexpr const char* kWhat = "schedule plugin";
 
 void pluginLogger(int level, const char* message) {
-  const char* who = tCurrentPlugin ? tCurrentPlugin : "?";
-  const char* text = message ? message : "(null)";
-  if (level <= THESEUS_SCHED_LOG_WARN) {
-    TH_WARN("schedule plugin '%s': %s", who, text);
-  } else if (level >= THESEUS_SCHED_LOG_TRACE) {
-    TH_TRACE(log::kSchedule, "schedule plugin '%s': %s", who, text);
-  } else {
-    TH_INFO(log::kSchedule, "schedule plugin '%s': %s", who, text);
-  }
+  plugin::logFromPlugin(kWhat, log::kSchedule, level, THESEUS_SCHED_LOG_WARN, THESEUS_SCHED_LOG_TRACE, message);
 }
 
-struct CallScope {
-  explicit CallScope(const char* name) : saved(tCurrentPlugin) { tCurrentPlugin = name; }
-  ~CallScope() { tCurrentPlugin = saved; }
-  const char* saved;
-};
+using plugin::CallScope;
 
 // Descriptor symbols, newest first. Only v1 exists; when v2 arrives, v1 stays
 // here with an adapter that fills the v2 fields.
@@ -165,7 +149,6 @@ PluginSchedule::~PluginSchedule() {
     theseusSchedResult_t rc = plugin_->finalize(context_);
     if (rc != theseusSchedSuccess) TH_INFO(log::kSchedule, "%s: finalize() returned %d", label().c_str(), rc);
   }
-  if (library_) dlclose(library_);
 }
 
 std::string PluginSchedule::label() const { return "schedule plugin '" + info_.name + "' (" + info_.path + ")"; }
@@ -208,30 +191,11 @@ Result<Program> PluginSchedule::generate(const GenerateRequest& req) const {
 }
 
 Result<std::shared_ptr<PluginSchedule>> loadSchedulePlugin(const std::string& path) {
-  dlerror();
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* why = dlerror();
-    return invalidArgument("%s: cannot load schedule plugin: %s", path.c_str(), why ? why : "unknown dlopen error");
-  }
   std::shared_ptr<PluginSchedule> s(new PluginSchedule());
-  s->library_ = lib;  // closed by the destructor on every error path below
-  const char* symbol = nullptr;
-  for (const char* sym : kKnownSymbols) {
-    if (void* d = dlsym(lib, sym)) {
-      s->plugin_ = static_cast<const theseusSchedulePlugin_v1_t*>(d);
-      symbol = sym;
-      break;
-    }
-  }
-  if (!s->plugin_) {
-    for (const char* sym : kFutureSymbols)
-      if (dlsym(lib, sym))
-        return invalidArgument("%s: exports %s, a newer schedule plugin ABI than this Theseus reads (%s)", path.c_str(),
-                               sym, THESEUS_SCHEDULE_PLUGIN_SYMBOL_V1);
-    return invalidArgument("%s: not a Theseus schedule plugin: symbol %s not found", path.c_str(),
-                           THESEUS_SCHEDULE_PLUGIN_SYMBOL_V1);
-  }
+  TH_ASSIGN(s->library_, plugin::Library::open(path, kWhat));  // closed by the destructor on every error path below
+  TH_ASSIGN(plugin::Library::Symbol found, s->library_->findVersioned(kKnownSymbols, kFutureSymbols));
+  const char* symbol = found.name;
+  s->plugin_ = static_cast<const theseusSchedulePlugin_v1_t*>(found.address);
   const theseusSchedulePlugin_v1_t* d = s->plugin_;
   Status st = checkDescriptor(d, path, symbol);
   if (!st.isOk()) {

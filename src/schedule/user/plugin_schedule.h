@@ -1,9 +1,9 @@
 // C schedule plugins (include/theseus/schedule_plugin.h).
 //
-// Loading. dlopen(RTLD_NOW | RTLD_LOCAL), then the descriptor symbols from
-// the newest ABI version this Theseus knows to the oldest (today: v1 only;
-// an older version would get an adapter here, NCCL-style). A library that
-// exports only a newer symbol is reported as too new. The descriptor must
+// Loading (common/plugin_library.h). The descriptor symbols from the newest
+// ABI version this Theseus knows to the oldest (today: v1 only; an older
+// version would get an adapter here, NCCL-style). A library that exports only
+// a newer symbol is reported as too new. The descriptor must
 // have the exact struct_size and abi_version of its symbol, a valid name and
 // non-NULL supports/generate; init() runs once.
 //
@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/plugin_library.h"
 #include "common/status.h"
 #include "schedule/user/user_schedules.h"
 #include "theseus/schedule_plugin.h"
@@ -27,7 +28,7 @@ namespace theseus::schedule::user {
 
 class PluginSchedule final : public UserSchedule {
  public:
-  ~PluginSchedule() override;  // finalize(), dlclose()
+  ~PluginSchedule() override;  // finalize(), then the library closes
   PluginSchedule(const PluginSchedule&) = delete;
   PluginSchedule& operator=(const PluginSchedule&) = delete;
 
@@ -39,7 +40,7 @@ class PluginSchedule final : public UserSchedule {
   friend Result<std::shared_ptr<PluginSchedule>> loadSchedulePlugin(const std::string& path);
   std::string label() const;  // "schedule plugin 'x' (/path/libx.so)"
 
-  void* library_ = nullptr;
+  std::unique_ptr<plugin::Library> library_;
   const theseusSchedulePlugin_v1_t* plugin_ = nullptr;
   void* context_ = nullptr;
   mutable std::mutex mu_;

@@ -1,8 +1,9 @@
-// checkRunnable (user_schedules.h): the executor's own per-rank template
-// builder, run ahead of time on user programs.
-#include "exec/rank_template.h"
+// checkRunnable (user_schedules.h): the rules the executor relies on beyond
+// what the verifier proves, checked ahead of time on user programs with the
+// same analysis the executor's template builder uses.
 #include "schedule/analysis.h"
 #include "schedule/describe.h"
+#include "schedule/raw_input.h"
 #include "schedule/user/user_schedules.h"
 
 namespace theseus::schedule::user {
@@ -12,10 +13,10 @@ Status checkRunnable(const Program& p) {
     if (p.ranks[r].steps.empty()) continue;
     Result<RankPlan> plan = analyzeRank(p, r);
     if (!plan.isOk()) return plan.status().withContext(programLabel(p));
-    Result<std::unique_ptr<exec::RankTemplate>> t = exec::buildRankTemplate(p, r, plan.value());
-    if (!t.isOk())
+    Result<std::vector<RawInputUse>> raw = rawInputUses(p, r);
+    if (!raw.isOk())
       return invalidArgument("%s: the executor cannot run it: %s", programLabel(p).c_str(),
-                             t.status().message().c_str());
+                             raw.status().message().c_str());
   }
   return Status::ok();
 }

@@ -225,6 +225,11 @@ bool supports(const std::string& name, Collective c, int nranks) {
   return s.isOk() && s.value()->supports(c, nranks);
 }
 
+bool serves(const std::string& name, const GenerateRequest& req) {
+  Result<ScheduleHandle> s = processRegistry().find(name);
+  return s.isOk() && s.value()->serves(req);
+}
+
 Result<Program> generate(const std::string& name, const GenerateRequest& req) {
   TH_ASSIGN(ScheduleHandle s, processRegistry().find(name));
   TH_ASSIGN(Program p, s->generate(req));

@@ -62,6 +62,10 @@ class UserSchedule {
   const ScheduleInfo& info() const { return info_; }
   const std::string& name() const { return info_.name; }
   virtual bool supports(Collective c, int nranks) const = 0;
+  // Whether generate(req) has a program for this exact request (layout, root):
+  // fixed programs may cover only some layouts; generators serve every request
+  // of what they support.
+  virtual bool serves(const GenerateRequest& req) const { return supports(req.collective, req.nranks); }
   // The program for the request (req.onlyRank >= 0: only that rank's steps
   // are filled in). Not verified here: the ProgramCache verifies it.
   virtual Result<Program> generate(const GenerateRequest& req) const = 0;
@@ -107,6 +111,7 @@ Registry& processRegistry();
 // three use processRegistry().
 bool knows(const std::string& name);
 bool supports(const std::string& name, Collective c, int nranks);
+bool serves(const std::string& name, const GenerateRequest& req);
 // ProgramCache::Options::external. Picks the JSON/XML program for
 // req.nranks / req.inPlace / req.root, or calls the plugin.
 Result<Program> generate(const std::string& name, const GenerateRequest& req);

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "fake_bootstrap.h"
-#include "transport/memory.h"
+#include "comm/mem_alloc.h"
 #include "transport_test_util.h"
 
 using namespace theseus;
@@ -67,7 +67,7 @@ int sender(TransportManager& m, const std::vector<size_t>& sizes, Mode mode, boo
   char* src;
   std::vector<char> heap;
   if (mode == kShmDirect) {
-    auto p = transport::memAlloc(maxSize);
+    auto p = comm::memAlloc(maxSize);
     BENCH_CHECK(p.isOk(), p.status().message().c_str());
     src = static_cast<char*>(p.value());
   } else {
@@ -108,7 +108,7 @@ int sender(TransportManager& m, const std::vector<size_t>& sizes, Mode mode, boo
     BENCH_CHECK(st.isOk(), st.message().c_str());
     out[k] = static_cast<double>(size) * iters / (now() - t0) / 1e9;
   }
-  if (mode == kShmDirect) (void)transport::memFree(src);
+  if (mode == kShmDirect) (void)comm::memFree(src);
   return 0;
 }
 

@@ -138,7 +138,7 @@ TEST(PolicySpecs, LoadDispatchesOnTheSpec) {
   EXPECT_HAS(bad.status().message(), "THESEUS_POLICY='policy.yaml': expected \"static\"");
   auto missingSo = load("/nonexistent/libpolicy.so");
   ASSERT_FALSE(missingSo.isOk());
-  EXPECT_HAS(missingSo.status().message(), "policy plugin /nonexistent/libpolicy.so: cannot load it");
+  EXPECT_HAS(missingSo.status().message(), "/nonexistent/libpolicy.so: cannot load policy plugin");
 }
 
 TEST(PolicySizes, Parse) {

@@ -28,7 +28,7 @@ std::string loadError(const char* path) {
 TEST(PolicyPluginLoader, RejectsBrokenDescriptors) {
   EXPECT_HAS(loadError(TEST_POLICY_ABI_VERSION), "has abi_version 2, expected 1");
   EXPECT_HAS(loadError(TEST_POLICY_STRUCT_SIZE), "built against a different policy_plugin.h?");
-  EXPECT_HAS(loadError(TEST_POLICY_NO_SYMBOL), "does not export theseusPolicyPlugin_v1");
+  EXPECT_HAS(loadError(TEST_POLICY_NO_SYMBOL), "not a policy plugin: symbol theseusPolicyPlugin_v1 not found");
   EXPECT_HAS(loadError(TEST_POLICY_FUTURE_SYMBOL), "exports theseusPolicyPlugin_v3, a newer policy plugin ABI");
   EXPECT_HAS(loadError(TEST_POLICY_NULL_DECIDE), "required function decide() is NULL");
   EXPECT_HAS(loadError(TEST_POLICY_BAD_NAME), "name must be 1..128 characters");

@@ -149,7 +149,7 @@ TEST(PluginRejections, DescriptorProblems) {
   EXPECT_NE(loadError(TEST_PLUGIN_ABI_VERSION).find("theseusSchedulePlugin_v1 has abi_version 99, expected 1"),
             std::string::npos);
   EXPECT_NE(loadError(TEST_PLUGIN_STRUCT_SIZE).find("has struct_size"), std::string::npos);
-  EXPECT_NE(loadError(TEST_PLUGIN_NO_SYMBOL).find("not a Theseus schedule plugin: symbol theseusSchedulePlugin_v1 "
+  EXPECT_NE(loadError(TEST_PLUGIN_NO_SYMBOL).find("not a schedule plugin: symbol theseusSchedulePlugin_v1 "
                                                   "not found"),
             std::string::npos);
   EXPECT_NE(loadError(TEST_PLUGIN_FUTURE_SYMBOL).find("exports theseusSchedulePlugin_v2, a newer schedule plugin ABI"),

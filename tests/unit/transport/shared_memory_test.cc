@@ -4,13 +4,16 @@
 
 #include <cstring>
 
-#include "transport/memory.h"
-#include "transport/region_cache.h"
+#include "comm/mem_alloc.h"
+#include "transport/shm/region_cache.h"
 #include "transport/shared_memory_registry.h"
 #include "transport/shm_segment.h"
 
 namespace theseus::transport {
 namespace {
+
+using comm::memAlloc;
+using comm::memFree;
 
 TEST(MemAlloc, ReturnsPageAlignedSharedMemory) {
   size_t before = SharedMemoryRegistry::instance().regionCount();

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/socket_transport.h"
+#include "transport/socket/socket_transport.h"
 #include "transport_test_util.h"
 
 namespace theseus::testing {

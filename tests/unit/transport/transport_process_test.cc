@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "transport/memory.h"
+#include "comm/mem_alloc.h"
 #include "transport_test_util.h"
 
 namespace theseus::testing {
@@ -44,7 +44,7 @@ int exchange(FakeWorld& world, int rank, Mode mode) {
     size_t chunk = mode == Mode::kShmDirect ? size_t(1) << 20 : s->slotBytes();
     void* src = nullptr;
     if (mode == Mode::kShmDirect) {
-      auto p = transport::memAlloc(kTotal);
+      auto p = comm::memAlloc(kTotal);
       CHILD_CHECK(p.isOk(), "%s", p.status().message().c_str());
       src = p.value();
       fillWords(src, kTotal, 7, 0);
@@ -69,7 +69,7 @@ int exchange(FakeWorld& world, int rank, Mode mode) {
     }
     Status st = consumedWithin(mgr, s, ticket, 30000);
     CHILD_CHECK(st.isOk(), "%s", st.message().c_str());
-    if (src != nullptr) CHILD_CHECK(transport::memFree(src).isOk(), "memFree");
+    if (src != nullptr) CHILD_CHECK(comm::memFree(src).isOk(), "memFree");
   } else {
     RecvConnection* c = mgr.recvConnection(0, 0).value();
     std::vector<char> dst(kTotal);

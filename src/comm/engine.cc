@@ -1,0 +1,160 @@
+#include "comm/engine.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "telemetry/telemetry.h"
+#include "transport/emulation.h"
+#include "transport/transport_config.h"
+
+namespace theseus::comm {
+namespace {
+
+const IntKnob kMaxChannels("THESEUS_MAX_CHANNELS", 8,
+                            "Connections per peer and direction a communicator may use (schedules with more "
+                            "channels than this are not chosen)");
+
+const IntKnob kSliceBytes("THESEUS_SLICE_BYTES", 128 << 10,
+                          "Bytes per pipelined slice of a step (rounded down to a multiple of 64; must not exceed "
+                          "the transports' slot size). Must be equal on all ranks");
+
+// Host index of every rank, in order of first appearance (used by hierarchical schedules).
+std::vector<int> hostIndices(const Communicator& comm) {
+  std::vector<int> out;
+  if (comm.bootstrap() == nullptr) return out;
+  std::map<uint64_t, int> hostIndex;
+  for (const auto& p : comm.bootstrap()->peers()) {
+    auto it = hostIndex.emplace(p.hostHash, static_cast<int>(hostIndex.size())).first;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+size_t configuredSliceBytes() {
+  size_t slice = static_cast<size_t>(std::max<int64_t>(kSliceBytes.get(), 64));
+  return slice / 64 * 64;
+}
+
+TemplateMemo::Settings memoSettings(const Communicator& comm, const std::vector<int>& hostOf, size_t sliceBytes) {
+  TemplateMemo::Settings s;
+  s.rank = comm.rank();
+  s.nranks = comm.nranks();
+  s.hostOf = hostOf;
+  s.sliceBytes = sliceBytes;
+  // Slot sizes are knobs equal on all ranks, so every rank clamps decisions' slices alike.
+  auto tc = transport::readTransportConfig();
+  s.maxSliceBytes = tc.isOk() ? std::min(tc.value().shmSlotBytes, tc.value().socketSlotBytes) / 64 * 64 : sliceBytes;
+  s.maxChannels = maxChannels();
+  return s;
+}
+
+}  // namespace
+
+Engine::Engine(Communicator& comm)
+    : comm_(comm),
+      hostOf_(hostIndices(comm)),
+      sliceBytes_(configuredSliceBytes()),
+      memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
+  if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
+  memo_.clear();
+  scratch_.release();
+}
+
+exec::Plan* Engine::nextPlan() {
+  if (plansUsed_ == plans_.size()) plans_.push_back(std::make_unique<exec::Plan>());
+  exec::Plan* p = plans_[plansUsed_++].get();
+  p->clear();
+  p->rank = comm_.rank();
+  p->transports = comm_.transports();
+  p->abort = &comm_.abortFlag();
+  p->sliceBytes = sliceBytes_;
+  p->reduction = exec::Reduction{};
+  p->elemBytes = 1;
+  return p;
+}
+
+// Collectives one plan each; a run of consecutive point-to-point operations one plan.
+Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
+  plansUsed_ = 0;
+  lane->plans.clear();
+  lane->memory = 0;
+  lane->deferredScalars = false;
+  memo_.dropStale();  // the previous group finished: templates of replaced tables can go
+  for (size_t i = 0; i < ops.size();) {
+    exec::Plan* p = nextPlan();
+    if (ops[i].kind == OpDesc::Kind::kCollective) {
+      TH_CHECK(lowerCollective(ops[i], *p));
+      ++i;
+    } else {
+      size_t j = i;
+      while (j < ops.size() && ops[j].kind != OpDesc::Kind::kCollective) ++j;
+      TH_CHECK(lowerP2p(&ops[i], j - i, *p));
+      i = j;
+    }
+    lane->plans.push_back(p);
+    lane->memory |= p->memory;
+    lane->deferredScalars |= p->reduction.scalarSource != nullptr;
+  }
+  lane->health = [this] { return health(); };
+  if (telemetry::Recorder* t = epochs_ ? epochs_->telemetry() : nullptr)
+    lane->onPlanDone = [t](const exec::Plan& p, uint64_t ns, uint64_t endNs) { t->onPlanDone(p, ns, endNs); };
+  else
+    lane->onPlanDone = nullptr;
+  return Status::ok();
+}
+
+Status Engine::health() const {
+  if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
+  ncclResult_t e = comm_.asyncError();
+  if (e != ncclSuccess && e != ncclInProgress) return Status(e, comm_.asyncErrorMessage());
+  if (comm_.bootstrap() != nullptr) {
+    std::vector<int> failed = comm_.bootstrap()->failedRanks();
+    if (!failed.empty()) {
+      const auto& peers = comm_.bootstrap()->peers();
+      int r = failed.front();
+      std::string who = r >= 0 && r < static_cast<int>(peers.size())
+                            ? peers[r].hostname + " pid " + std::to_string(peers[r].pid)
+                            : std::string("?");
+      return remoteError("rank %d (%s) exited or lost its connection%s", r, who.c_str(),
+                         failed.size() > 1 ? " (and others)" : "");
+    }
+  }
+  return Status::ok();
+}
+
+void Engine::noteFailure(const Status& s) {
+  if (!s.isOk()) comm_.setAsyncError(s.code(), s.message());
+}
+
+Status Engine::beforeRun() {
+  if (emulation_ == nullptr) return Status::ok();
+  uint64_t ns = emulation_->straggleNs();
+  if (ns == 0) return Status::ok();
+  // A straggling rank (THESEUS_EMULATE straggle:...) starts late; an abort still ends the wait.
+  uint64_t until = nowNs() + ns;
+  for (uint64_t now = nowNs(); now < until; now = nowNs()) {
+    if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
+  }
+  return Status::ok();
+}
+
+int maxChannels() { return static_cast<int>(std::clamp<int64_t>(kMaxChannels.get(), 1, 64)); }
+
+Result<std::unique_ptr<CollectiveEngine>> createCollectiveEngine(Communicator& comm) {
+  auto engine = std::make_unique<Engine>(comm);
+  TH_CHECK(engine->startEpochs());
+  return std::unique_ptr<CollectiveEngine>(std::move(engine));
+}
+
+}  // namespace theseus::comm

@@ -1,0 +1,109 @@
+// Engine: the collective engine of a communicator (collective_engine.h).
+//
+// It turns the operations of a group into executor plans: each collective
+// gets the next sequence number, the decision of the epoch in effect for that
+// number (epoch/epoch_clock.h: the same table on every rank), the cached
+// program and rank template for that decision (template_memo.h) and addresses
+// for its buffers (lower_collective.cc); consecutive point-to-point operations
+// become one plan whose steps run concurrently (lower_p2p.cc). The plans are
+// the same whatever memory the buffers are in; each buffer carries its kind.
+//
+// It is made of parts with one job each:
+//   red_ops.h          user reduction ops and op -> Reduction
+//   registrations.h    registered buffers and windows
+//   scratch.h          executor scratch
+//   template_memo.h    decisions, programs and rank templates per request shape
+//   engine_epochs.cc   the control plane: starting it, advancing the clock,
+//                      preparing new tables on the epoch thread
+//   engine.cc          health, failures, straggler emulation, the interface
+//
+// Per collective, with nothing changing: seq++, one comparison against the
+// lease, a short scan of the table's size ranges, one hash lookup of the
+// template memo keyed by (table version, collective, range, root, in-place).
+// No allocation, no lock shared with the epoch thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "comm/collective_engine.h"
+#include "comm/red_ops.h"
+#include "comm/registrations.h"
+#include "comm/scratch.h"
+#include "comm/template_memo.h"
+#include "epoch/epoch_service.h"
+#include "exec/plan.h"
+
+namespace theseus::transport {
+class LinkEmulation;
+}
+
+namespace theseus::comm {
+
+class Engine final : public CollectiveEngine, public epoch::Participant {
+ public:
+  explicit Engine(Communicator& comm);
+  ~Engine() override;
+  // Collective (all ranks, at creation): starts the control plane and agrees on the initial table.
+  Status startEpochs();
+
+  Status lower(const std::vector<OpDesc>& ops, exec::Lane* lane) override;
+  Status beforeRun() override;
+  void noteFailure(const Status& s) override;
+  Status health() const override;
+
+  Status createPreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
+                         ncclScalarResidence_t residence) override {
+    return redOps_.createPreMulSum(op, scalar, type, residence);
+  }
+  Status destroyRedOp(ncclRedOp_t op) override { return redOps_.destroy(op); }
+  bool redOpIsValid(ncclRedOp_t op) const override { return redOps_.isValid(op); }
+  Status registerBuffer(void* buff, size_t size, void** handle) override {
+    return registrations_.registerBuffer(buff, size, handle);
+  }
+  Status deregisterBuffer(void* handle) override { return registrations_.deregisterBuffer(handle); }
+  Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) override {
+    return registrations_.registerWindow(buff, size, win, flags);
+  }
+  Status deregisterWindow(ncclWindow_t win) override { return registrations_.deregisterWindow(win); }
+
+  epoch::EpochService* epochs() override { return epochs_.get(); }
+  uint64_t nextSeq() const override { return nextSeq_.load(std::memory_order_relaxed); }
+  void shutdown() override;
+
+  // epoch::Participant (epoch thread).
+  Status prepareEpoch(epoch::Epoch& e) override;
+  std::vector<uint64_t> recentSizes() override { return memo_.recentSizes(); }
+
+ private:
+  static constexpr uint32_t kP2pTag = 0x50325030;  // "P2P0": every point-to-point plan; collectives' tags avoid it
+
+  exec::Plan* nextPlan();
+  Status lowerCollective(const OpDesc& op, exec::Plan& plan);
+  Status lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan);
+  bool isInPlace(const OpDesc& op) const;
+  // The clock's slow path: lease, reports, installing the next table.
+  Status advanceEpoch();
+  void adoptEpoch();
+
+  Communicator& comm_;
+  const std::vector<int> hostOf_;  // host index of every rank, in order of first appearance
+  const size_t sliceBytes_;        // THESEUS_SLICE_BYTES
+  uint64_t seq_ = 0;
+  std::atomic<uint64_t> nextSeq_{0};
+  std::unique_ptr<epoch::EpochService> epochs_;
+  epoch::EpochClock* clock_ = nullptr;
+  const policy::DecisionTable* table_ = nullptr;  // of the epoch in effect (app thread)
+  uint64_t tableVersion_ = 0;
+  transport::LinkEmulation* emulation_ = nullptr;
+  std::vector<std::unique_ptr<exec::Plan>> plans_;
+  size_t plansUsed_ = 0;
+
+  RedOps redOps_;
+  Registrations registrations_;
+  ScratchArena scratch_;
+  TemplateMemo memo_;
+};
+
+}  // namespace theseus::comm

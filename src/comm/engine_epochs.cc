@@ -1,0 +1,60 @@
+// The engine's side of the control plane (epoch/epoch_service.h): starting it,
+// the clock's slow path on the application thread, and preparing new tables
+// on the epoch thread.
+#include "comm/communicator.h"
+#include "comm/engine.h"
+#include "common/log.h"
+
+namespace theseus::comm {
+
+Status Engine::startEpochs() {
+  epoch::ServiceOptions o;
+  o.bootstrap = comm_.bootstrap();
+  o.transports = comm_.transports();
+  o.attributes = &comm_.attributes();
+  o.abort = &comm_.abortFlag();
+  o.cudaDev = comm_.cudaDev();
+  o.maxChannels = maxChannels();
+  o.hostOf = hostOf_;
+  o.participant = this;
+  o.health = [this]() -> Status {
+    TH_CHECK(health());
+    for (int r : comm_.bootstrap()->departedRanks())
+      if (r == 0) return remoteError("the leader (rank 0) left the communicator");
+    return Status::ok();
+  };
+  if (o.bootstrap == nullptr) return internalError("the collective engine needs a bootstrap");
+  TH_ASSIGN(epochs_, epoch::EpochService::create(o));
+  clock_ = &epochs_->clock();
+  adoptEpoch();
+  return Status::ok();
+}
+
+// The clock's slow path. When a new table took effect, its templates (built by
+// prepareEpoch on the epoch thread) join the memo; those of older tables are
+// dropped at the next lower(), when no plan of this group can use them any more.
+Status Engine::advanceEpoch() {
+  TH_CHECK(clock_->advance(seq_));
+  if (clock_->current().version != tableVersion_) adoptEpoch();
+  return Status::ok();
+}
+
+void Engine::adoptEpoch() {
+  epoch::Epoch& e = clock_->current();
+  tableVersion_ = e.version;
+  table_ = &e.table;
+  memo_.adopt(e.version, std::move(e.prepared));
+  TH_INFO(log::kEpoch | log::kTuning, "comm %p rank %d: decision table v%llu in effect from collective %llu",
+          static_cast<void*>(&comm_), comm_.rank(), static_cast<unsigned long long>(e.version),
+          static_cast<unsigned long long>(e.fromSeq));
+}
+
+// Epoch thread: the templates of every request shape seen so far under the new
+// table, and the connections they use, so the first collectives on the new
+// table find everything ready.
+Status Engine::prepareEpoch(epoch::Epoch& e) {
+  TH_ASSIGN(e.prepared, memo_.prepare(e.table, e.version, comm_.transports()));
+  return Status::ok();
+}
+
+}  // namespace theseus::comm

@@ -1,0 +1,83 @@
+// Point-to-point: one step per operation, all concurrent; operations with the
+// same peer and direction share a connection, so their messages keep their
+// issue order (the peer issues the matching operations in the same order).
+// Sends to self pair with receives from self in order and become local copies.
+#include "comm/communicator.h"
+#include "comm/engine.h"
+
+namespace theseus::comm {
+
+Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
+  const int me = comm_.rank();
+  std::vector<const OpDesc*> selfSends, selfRecvs;
+  size_t total = 0;
+  plan.chunked = false;
+  plan.rounds = 1;
+  plan.elemBytes = 1;
+  for (size_t i = 0; i < n; ++i) {
+    const OpDesc& op = ops[i];
+    size_t bytes = op.count * exec::typeSize(op.type);
+    total += bytes;
+    bool isSend = op.kind == OpDesc::Kind::kSend;
+    if (isSend) plan.addBuffer(op.sendbuff, bytes, op.sendMemory, false, op.stream);
+    else plan.addBuffer(op.recvbuff, bytes, op.recvMemory, true, op.stream);
+    if (op.peer == me) {
+      (isSend ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    exec::PlanStep st;
+    st.op = isSend ? schedule::Op::kSend : schedule::Op::kRecv;
+    st.index = static_cast<uint32_t>(plan.steps.size());
+    st.bytes = bytes;
+    int32_t conn = -1;
+    for (size_t c = 0; c < plan.conns.size(); ++c)
+      if (plan.conns[c].peer == op.peer && plan.conns[c].isSend == isSend) conn = static_cast<int32_t>(c);
+    if (conn < 0) {
+      exec::PlanConn pc;
+      pc.peer = op.peer;
+      pc.isSend = isSend;
+      plan.conns.push_back(pc);
+      conn = static_cast<int32_t>(plan.conns.size() - 1);
+    }
+    uint32_t pos = plan.conns[conn].nsteps++;
+    if (isSend) {
+      st.sendPeer = op.peer;
+      st.hasSrc = true;
+      st.src = static_cast<const char*>(op.sendbuff);
+      st.outConn = conn;
+      st.outPos = pos;
+    } else {
+      st.recvPeer = op.peer;
+      st.hasDst = true;
+      st.dst = static_cast<char*>(op.recvbuff);
+      st.inConn = conn;
+      st.inPos = pos;
+    }
+    plan.steps.push_back(st);
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return invalidUsage("group has %zu ncclSend to self (rank %d) but %zu ncclRecv from self", selfSends.size(), me,
+                        selfRecvs.size());
+  for (size_t k = 0; k < selfSends.size(); ++k) {
+    size_t sb = selfSends[k]->count * exec::typeSize(selfSends[k]->type);
+    size_t rb = selfRecvs[k]->count * exec::typeSize(selfRecvs[k]->type);
+    if (sb != rb)
+      return invalidUsage("send to self of %zu bytes is matched with a receive from self of %zu bytes", sb, rb);
+    exec::PlanStep st;
+    st.op = schedule::Op::kCopy;
+    st.index = static_cast<uint32_t>(plan.steps.size());
+    st.hasSrc = st.hasDst = true;
+    st.src = static_cast<const char*>(selfSends[k]->sendbuff);
+    st.dst = static_cast<char*>(selfRecvs[k]->recvbuff);
+    st.bytes = sb;
+    plan.steps.push_back(st);
+  }
+  plan.tag = kP2pTag;
+  plan.seq = seq_;
+  plan.opName = "send/recv";
+  plan.scheduleName = "p2p";
+  plan.bytes = total;
+  return Status::ok();
+}
+
+}  // namespace theseus::comm

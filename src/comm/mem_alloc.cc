@@ -1,0 +1,53 @@
+// ncclMemAlloc / ncclMemFree.
+//
+// Host mode: every allocation is a shared region (SharedMemoryRegistry), so
+// ranks on this host can read it in place and collectives on it skip the FIFO
+// copy. With a GPU in use (the process loaded the CUDA driver and the calling
+// thread has a current context), ncclMemAlloc returns device memory as NCCL's
+// does; THESEUS_MEMALLOC=host|device|auto overrides the choice (the harness
+// uses host buffers on GPU machines with --host).
+#include <strings.h>
+
+#include "common/knobs.h"
+#include "device/cuda_driver.h"
+#include "comm/mem_alloc.h"
+#include "transport/shared_memory_registry.h"
+
+namespace theseus::comm {
+namespace {
+
+const StringKnob kMemAlloc("THESEUS_MEMALLOC", "auto",
+                           "Where ncclMemAlloc allocates: auto (device memory when the caller has a current CUDA "
+                           "context, else shared host memory), host, or device");
+
+const device::CudaDriver* deviceAllocator() {
+  static const std::string mode = kMemAlloc.get();
+  if (strcasecmp(mode.c_str(), "host") == 0) return nullptr;
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (cuda == nullptr) return nullptr;
+  if (strcasecmp(mode.c_str(), "device") != 0 && cuda->currentDevice() < 0) return nullptr;
+  return cuda;
+}
+
+}  // namespace
+
+Result<void*> memAlloc(size_t size) {
+  if (const device::CudaDriver* cuda = deviceAllocator()) {
+    auto d = cuda->alloc(size);
+    if (!d.isOk()) return d.status().withContext("ncclMemAlloc");
+    return d;
+  }
+  if (strcasecmp(kMemAlloc.get().c_str(), "device") == 0)
+    return invalidUsage("ncclMemAlloc: THESEUS_MEMALLOC=device but no CUDA context is current on this thread");
+  auto r = transport::SharedMemoryRegistry::instance().allocate(size);
+  if (!r.isOk()) return r.status().withContext("ncclMemAlloc");
+  return r;
+}
+
+Status memFree(void* ptr) {
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (cuda != nullptr && cuda->isDevicePointer(ptr)) return cuda->free(ptr).withContext("ncclMemFree");
+  return transport::SharedMemoryRegistry::instance().free(ptr).withContext("ncclMemFree");
+}
+
+}  // namespace theseus::comm

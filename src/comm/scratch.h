@@ -1,0 +1,25 @@
+// ScratchArena: a communicator's executor scratch — the blocks a program
+// declares, and stand-ins for buffers a rank may pass as NULL. One region of
+// peer-shareable host memory (so peers read scratch zero-copy), grown by
+// doubling, reused by every collective, freed at shutdown.
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.h"
+
+namespace theseus::comm {
+
+class ScratchArena {
+ public:
+  ~ScratchArena() { release(); }
+  // At least `bytes` of scratch (valid until the next call that grows it).
+  Result<char*> get(size_t bytes);
+  void release();
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace theseus::comm

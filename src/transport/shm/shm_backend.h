@@ -1,0 +1,42 @@
+// ShmBackend: shared-memory FIFOs between ranks of one host (shm_domain.h),
+// as a transport backend (backend.h). Disabled by NCCL_SHM_DISABLE=1 or
+// THESEUS_TRANSPORT=socket; a disabled rank still takes part in the set-up
+// rounds, offering nothing, so its local peers reach it over the next backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/backend.h"
+#include "transport/shm/region_cache.h"
+#include "transport/shm/shm_domain.h"
+
+namespace theseus::transport {
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(const BackendContext& ctx, bool enabled);
+  ~ShmBackend() override;
+
+  Kind kind() const override { return Kind::kShm; }
+  Status setUp() override;
+  bool canConnect(int peer) const override;
+  Result<std::unique_ptr<SendConnection>> connectSend(int peer, int channel, ConnectionCounters* counters) override;
+  Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters) override;
+  DoorbellWord* doorbell() override;
+  std::string summary() const override;
+
+ private:
+  struct PeerSetup;  // what a rank published in round 1
+  Status mapPeers(const std::vector<PeerSetup>& all);
+
+  BackendContext ctx_;
+  bool enabled_;
+  std::vector<bool> mine_;  // per rank: a mutually mapped shm peer
+  int peerCount_ = 0;
+  std::unique_ptr<ShmDomain> domain_;
+  std::unique_ptr<RegionCache> regions_;
+};
+
+}  // namespace theseus::transport
