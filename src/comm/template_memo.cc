@@ -57,7 +57,7 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
   policy::Choice fallback = policy::staticChoice(shape, filter);
   std::lock_guard<std::mutex> lock(loggedMu_);
   if (logged_.emplace(chosen.schedule, static_cast<int>(req.collective), req.inPlace, req.root).second)
-    TH_INFO(log::kColl | log::kTuning,
+    TH_INFO(log::kColl | log::kTuning | log::kSchedule,
             "rank %d: schedule %s has no program for %s nranks=%d%s %s; %s runs these calls instead", settings_.rank,
             chosen.schedule.c_str(), schedule::collectiveName(req.collective), settings_.nranks,
             schedule::isRooted(req.collective) ? (" root=" + std::to_string(req.root)).c_str() : "",

@@ -62,10 +62,9 @@ Status movePiece(const Primitives& prims, const Plan& plan, const PlanStep& step
   transport::SendSlot slot;
   switch (step.op) {
     case Op::kCopy:
-      if (p.dst != p.src) {
-        if (step.scaleSrc) prims.scaleCopy(plan.reduction, p.dst, p.src, elems(plan, p.bytes));
-        else prims.copy(p.dst, p.src, p.bytes);
-      }
+      // A copy onto itself (in place) still scales raw input: that is its one scaling.
+      if (step.scaleSrc) prims.scaleCopy(plan.reduction, p.dst, p.src, elems(plan, p.bytes));
+      else if (p.dst != p.src) prims.copy(p.dst, p.src, p.bytes);
       *result = PieceResult::kDone;
       return Status::ok();
     case Op::kReduce:

@@ -95,9 +95,9 @@ void Builder::recvReduceCopySend(int rank, const Slice& s, int from, int to, con
   add(rank, std::move(st));
 }
 
-void Builder::copy(int rank, const ChunkRange& src, const ChunkRange& dst) {
+void Builder::copy(int rank, const ChunkRange& src, const ChunkRange& dst, bool keepSelf) {
   PhysRange a = physicalRange(p_, rank, src), b = physicalRange(p_, rank, dst);
-  if (a.buf == b.buf && a.first == b.first) return;
+  if (a.buf == b.buf && a.first == b.first && !keepSelf) return;
   Step st;
   st.op = Op::kCopy;
   st.src = src;

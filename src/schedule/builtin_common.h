@@ -44,8 +44,10 @@ class Builder {
   void recvCopySend(int rank, const Slice& s, int from, int to, const ChunkRange& dst);
   void recvReduceSend(int rank, const Slice& s, int from, int to, const ChunkRange& src);
   void recvReduceCopySend(int rank, const Slice& s, int from, int to, const ChunkRange& src, const ChunkRange& dst);
-  // Local copy; omitted when src and dst are the same memory (in-place layouts).
-  void copy(int rank, const ChunkRange& src, const ChunkRange& dst);
+  // Local copy; omitted when src and dst are the same memory (in-place layouts)
+  // unless `keepSelf` (a single rank's reduction: the copy is where a PreMulSum
+  // scales its input, see raw_input.h).
+  void copy(int rank, const ChunkRange& src, const ChunkRange& dst, bool keepSelf = false);
 
  private:
   void add(int rank, Step step);

@@ -102,9 +102,11 @@ Status validate(const Entry& e, const GenerateRequest& req) {
 }
 
 // One rank: the output is the input (every collective has one block each way).
+// One rank: its input is the result. In place, a reduction keeps the copy onto
+// itself: it is the one read of the rank's input, where a PreMulSum scales it.
 Program localProgram(const GenerateRequest& req, const std::string& name) {
   builtin::Builder b(req, name, 1, 1, 0);
-  b.copy(0, ChunkRange{Buf::kInput, 0, 1}, ChunkRange{Buf::kOutput, 0, 1});
+  b.copy(0, ChunkRange{Buf::kInput, 0, 1}, ChunkRange{Buf::kOutput, 0, 1}, isReducing(req.collective));
   return b.finish();
 }
 

@@ -18,7 +18,10 @@ bool servesLayout(Layout l, bool inPlace) {
 
 // A copy whose source and destination are the same memory in this layout.
 bool isNoop(const Program& p, int rank, const Step& s) {
-  if (s.op != Op::kCopy || !p.inPlace) return false;
+  // A single rank's reduction: the copy onto itself is where a PreMulSum scales
+  // its input (raw_input.h); it stays (the executor skips the copy itself when
+  // there is nothing to scale).
+  if (s.op != Op::kCopy || !p.inPlace || (p.nranks == 1 && isReducing(p.collective))) return false;
   PhysRange a = physicalRange(p, rank, s.src), b = physicalRange(p, rank, s.dst);
   return a.buf == b.buf && a.first == b.first && a.count == b.count;
 }

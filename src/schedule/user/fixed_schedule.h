@@ -14,7 +14,8 @@
 // part of the other buffer it aliases is a copy onto itself. Such steps are
 // dropped from the program handed out (explicit deps on them are redirected
 // to their own deps), so files can say "in_place": "both" and keep the copy
-// the out-of-place layout needs.
+// the out-of-place layout needs — except for a single rank's reduction, where
+// that copy is the one read of the input, where a PreMulSum scales it.
 #pragma once
 
 #include <functional>

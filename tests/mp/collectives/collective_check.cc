@@ -65,8 +65,9 @@ bool collRooted(Coll c) { return c == Coll::kBroadcast || c == Coll::kReduce || 
 
 std::string describe(const CheckCase& c) {
   char buf[256];
-  snprintf(buf, sizeof(buf), "%s %s %s count=%zu %s root=%d %s salt=%d", collLabel(c.coll), typeLabel(c.type),
-           collReduces(c.coll) ? opLabel(c.op) : "-", c.count, c.inPlace ? "in-place" : "out-of-place", c.root,
+  snprintf(buf, sizeof(buf), "%s %s %s%s count=%zu %s root=%d %s salt=%d", collLabel(c.coll), typeLabel(c.type),
+           collReduces(c.coll) ? opLabel(c.op) : "-",
+           c.op == ncclNumOps && c.residence == ncclScalarDevice ? " (scalar by pointer)" : "", c.count, c.inPlace ? "in-place" : "out-of-place", c.root,
            c.memAlloc ? "ncclMemAlloc" : "malloc", c.salt);
   return buf;
 }
@@ -108,11 +109,11 @@ bool runCheck(ncclComm_t comm, int rank, int nranks, const CheckCase& c, std::st
 
   ncclRedOp_t op = c.op;
   bool custom = collReduces(c.coll) && c.op == ncclNumOps;
+  std::vector<char> scalar(16);  // lives until the collective ran (ncclScalarDevice reads it then)
   if (custom) {
     double s = scalarOf(rank);
-    std::vector<char> scalar(16);
     storeValue(c.type, scalar.data(), 0, s);
-    if (ncclRedOpCreatePreMulSum(&op, scalar.data(), c.type, ncclScalarHostImmediate, comm) != ncclSuccess) {
+    if (ncclRedOpCreatePreMulSum(&op, scalar.data(), c.type, c.residence, comm) != ncclSuccess) {
       *why = std::string("ncclRedOpCreatePreMulSum failed: ") + ncclGetLastError(nullptr);
       release(&inBuf); release(&outBuf);
       return false;

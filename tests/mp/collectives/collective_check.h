@@ -22,6 +22,9 @@ struct CheckCase {
   bool inPlace = false;
   int root = 0;
   bool memAlloc = false;      // buffers from ncclMemAlloc (zero-copy path) instead of malloc
+  // PreMulSum: the scalar by value (read at creation) or by pointer (ncclScalarDevice: read when the
+  // collective runs; a host pointer in host builds, which NCCL allows where the GPU can read it).
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
   int salt = 0;
 };
 

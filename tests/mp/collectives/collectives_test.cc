@@ -60,6 +60,7 @@ std::vector<CheckCase> typeCases(int nranks) {
             c.inPlace = inPlace;
             c.root = collRooted(coll) ? (salt % nranks) : 0;
             c.memAlloc = (salt % 2) == 0;
+            c.residence = (salt / 2) % 2 ? ncclScalarDevice : ncclScalarHostImmediate;
             c.salt = salt++;
             out.push_back(c);
           }

@@ -157,6 +157,7 @@ struct Scenario {
   int nranks;
   std::string force;               // THESEUS_SCHEDULE
   std::vector<std::string> expect;  // log lines (substrings) every rank must have
+  std::string extraSchedules;       // more THESEUS_SCHEDULES entries
 };
 
 void runScenario(const Scenario& s) {
@@ -164,7 +165,8 @@ void runScenario(const Scenario& s) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   SpawnOptions opts;
   opts.timeoutSec = 240;
-  opts.env["THESEUS_SCHEDULES"] = kExamples + ":" + THESEUS_BRUCK_PLUGIN;
+  opts.env["THESEUS_SCHEDULES"] =
+      kExamples + ":" + THESEUS_BRUCK_PLUGIN + (s.extraSchedules.empty() ? "" : ":" + s.extraSchedules);
   opts.env["THESEUS_SCHEDULE"] = s.force;
   opts.env["NCCL_DEBUG"] = "INFO";
   opts.env["NCCL_DEBUG_SUBSYS"] = "INIT,SCHEDULE";
@@ -207,6 +209,33 @@ TEST(UserSchedules, BrokenScheduleNeverRuns) {
   runScenario({"4 ranks", 4, "allreduce:broken_allreduce_4",
                {"@0 THESEUS_SCHEDULES: " + kExamples + "/broken_allreduce_4.json: schedule broken_allreduce_4",
                 "@0 (skipped)"}});
+}
+
+// A forced schedule with out-of-place programs only: in-place calls of its
+// collective are not refused, they run the static choice (one INFO line says
+// so), and every result is right in both layouts.
+TEST(UserSchedules, ForcedScheduleWithoutInPlaceProgramsIsIgnoredInPlace) {
+  std::ifstream in(kExamples + "/allreduce_rhd_4.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  auto replace = [&](const std::string& from, const std::string& to) {
+    size_t at = json.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    json.replace(at, from.size(), to);
+  };
+  replace("\"name\": \"rhd_allreduce_4\"", "\"name\": \"rhd_allreduce_4_oop\"");
+  replace("\"in_place\": \"both\"", "\"in_place\": false");
+  char dir[] = "/tmp/theseus_oop_schedule_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/rhd_allreduce_4_oop.json";
+  std::ofstream(path) << json;
+  runScenario({"4 ranks", 4, "allreduce:rhd_allreduce_4_oop",
+               {"schedule cache: generated rhd_allreduce_4_oop allreduce nranks=4",
+                "schedule rhd_allreduce_4_oop has no program for allreduce nranks=4 in place"},
+               path});
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/deadline.h"
 #include "fake_bootstrap.h"
@@ -83,10 +84,13 @@ inline Status consumedWithin(TransportManager& m, SendConnection* c, uint64_t ti
   }
 }
 
-// Creates a manager for `rank` (the caller's thread/process plays that rank).
-inline Result<std::unique_ptr<TransportManager>> makeManager(bootstrap::Bootstrap& boot, int channels = 1) {
+// Creates a manager for `rank` (the caller's thread/process plays that rank),
+// with the configured backends or the ones named (in order).
+inline Result<std::unique_ptr<TransportManager>> makeManager(bootstrap::Bootstrap& boot, int channels = 1,
+                                                             std::vector<std::string> backends = {}) {
   transport::TransportOptions o;
   o.maxChannels = channels;
+  o.backends = std::move(backends);
   return transport::createTransportManager(boot, o);
 }
 
