@@ -30,7 +30,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 nvcc --version 2>/dev/null | tail -1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" 2>&1 | tail -1
 
-if [[ ${THESEUS_GPU_PREBUILT:-0} == 1 && -x $BUILD/bin/gpu_device_buffers_test ]]; then
+if [[ ${THESEUS_GPU_PREBUILT:-0} == 1 && -x $BUILD/bin/gpu_device_buffers_test && -x $BUILD/bin/device_cuda_driver_test ]]; then
   echo "=== build: using the prebuilt $BUILD (THESEUS_GPU_PREBUILT=1)"
   export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # its RUNPATH is the build machine's
   build_ok=0
@@ -38,12 +38,12 @@ else
 phase build 420 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DTHESEUS_SKIP_TEST_DIRS='mp/collectives|schedule_user|mp/user_schedules|bench' >/dev/null && \
   cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
-    gpu_device_buffers_test"
+    gpu_device_buffers_test device_cuda_driver_test"
 build_ok=$?
 fi
 
 if [[ $build_ok -eq 0 ]]; then
-  phase gpu-tests 100 "$BUILD/bin/gpu_device_buffers_test"
+  phase gpu-tests 100 bash -c "$BUILD/bin/device_cuda_driver_test && $BUILD/bin/gpu_device_buffers_test"
   phase harness-gpu 100 bash -c "
     $BUILD/bin/theseus-run -np 1 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
     $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&

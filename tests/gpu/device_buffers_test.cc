@@ -89,6 +89,58 @@ THESEUS_RANK_FN(device_collectives) {
   return 0;
 }
 
+// PreMulSum with the scalar in device memory (ncclScalarDevice, as PyTorch
+// passes it), written on the stream just before the collective; and grouped
+// operations where the second reads what the first wrote into a device buffer.
+THESEUS_RANK_FN(device_scalar_and_reuse) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const int n = ctx.nranks;
+  const size_t count = 100003;
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = float(i % 5 + ctx.rank);
+  float *in, *mid, *out, *scalar;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&mid, count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&out, count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&scalar, sizeof(float)));
+  CUDA_OK(cudaMemcpyAsync(in, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemsetAsync(mid, 0xff, count * sizeof(float), stream));  // stale contents a wrong path would read
+  ncclRedOp_t op;
+  RANK_NCCL(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat32, ncclScalarDevice, comm));
+  for (float s : {0.5f, 4.0f}) {
+    CUDA_OK(cudaMemcpyAsync(scalar, &s, sizeof(float), cudaMemcpyHostToDevice, stream));  // queued before the call
+    RANK_NCCL(ncclGroupStart());
+    RANK_NCCL(ncclAllReduce(in, mid, count, ncclFloat32, op, comm, stream));       // mid = s * sum(in)
+    RANK_NCCL(ncclAllReduce(mid, out, count, ncclFloat32, ncclSum, comm, stream));  // out = n * mid
+    RANK_NCCL(ncclGroupEnd());
+    CUDA_OK(cudaStreamSynchronize(stream));
+    std::vector<float> got(count);
+    CUDA_OK(cudaMemcpy(got.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 7) {
+      double sum = 0;
+      for (int r = 0; r < n; ++r) sum += double(s) * double(i % 5 + r);
+      RANK_CHECK(got[i] == float(double(n) * float(sum)));
+    }
+  }
+  RANK_NCCL(ncclRedOpDestroy(op, comm));
+  CUDA_OK(cudaFree(in));
+  CUDA_OK(cudaFree(mid));
+  CUDA_OK(cudaFree(out));
+  CUDA_OK(cudaFree(scalar));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+TEST(Gpu, DeviceScalarPreMulSumAndGroupedReuse) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_scalar_and_reuse", n));
+}
+
 TEST(Gpu, DeviceBufferCollectives) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n));
