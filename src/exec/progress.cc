@@ -72,8 +72,10 @@ inline void advanceCursor(const PlanConn& conn, Cursor& c) {
 }
 
 // A connection whose slots the primitives cannot touch (device FIFOs for the host executor).
-Status checkAccess(const Primitives& prims, const Plan& p, device::MemoryKind kind, const char* what, int peer) {
-  if (prims.accessible & device::maskOf(kind)) return Status::ok();
+inline bool accessible(const Primitives& prims, device::MemoryKind kind) {
+  return (prims.accessible & device::maskOf(kind)) != 0;
+}
+Status accessError(const Primitives& prims, const Plan& p, device::MemoryKind kind, const char* what, int peer) {
   return internalError("%s: %s %d keeps its slots in %s memory, which the %s executor cannot access",
                        p.describe().c_str(), what, peer, device::memoryKindName(kind), prims.name);
 }
@@ -90,13 +92,15 @@ Status beginPlan(LaneRun& lr) {
         if (c.send->slotBytes() < p.sliceBytes)
           return internalError("%s: the connection to rank %d has %zu-byte slots, smaller than the %zu-byte slices",
                                p.describe().c_str(), c.peer, c.send->slotBytes(), p.sliceBytes);
-        TH_CHECK(checkAccess(*lr.prims, p, c.send->memory(), "the connection to rank", c.peer));
+        if (!accessible(*lr.prims, c.send->memory()))
+          return accessError(*lr.prims, p, c.send->memory(), "the connection to rank", c.peer);
       } else if (!c.isSend && c.recv == nullptr) {
         auto r = p.transports->recvConnection(c.peer, c.channel);
         if (!r.isOk())
           return r.status().withContext(p.describe() + ": connecting from rank " + std::to_string(c.peer));
         c.recv = r.value();
-        TH_CHECK(checkAccess(*lr.prims, p, c.recv->memory(), "the connection from rank", c.peer));
+        if (!accessible(*lr.prims, c.recv->memory()))
+          return accessError(*lr.prims, p, c.recv->memory(), "the connection from rank", c.peer);
       }
     }
     lr.steps.resize(p.steps.size());  // keeps this thread's capacity: no allocation per collective
