@@ -169,13 +169,23 @@ Result<Reduction> builtinReduction(ncclRedOp_t op, ncclDataType_t type, int nran
   return r;
 }
 
-Result<Reduction> preMulSumReduction(ncclDataType_t type, const void* scalar) {
+namespace {
+
+// A PreMulSum of `type` whose scalar is at `scalar`, its value not read yet.
+Result<Reduction> preMulSumOf(ncclDataType_t type, const void* scalar) {
   if (!validType(type)) return invalidArgument("invalid datatype %d", rawType(type));
   if (scalar == nullptr) return invalidArgument("PreMulSum scalar is NULL");
   Reduction r;
   r.type = type;
   r.kind = RedKind::kSum;
   r.preMul = true;
+  return r;
+}
+
+}  // namespace
+
+Result<Reduction> preMulSumReduction(ncclDataType_t type, const void* scalar) {
+  TH_ASSIGN(Reduction r, preMulSumOf(type, scalar));
   auto read = [scalar](auto v) {
     std::memcpy(&v, scalar, sizeof(v));
     return v;
@@ -209,12 +219,7 @@ Result<Reduction> preMulSumReduction(ncclDataType_t type, const void* scalar) {
 }
 
 Result<Reduction> deferredPreMulSum(ncclDataType_t type, const void* scalar, device::MemoryKind where) {
-  if (!validType(type)) return invalidArgument("invalid datatype %d", rawType(type));
-  if (scalar == nullptr) return invalidArgument("PreMulSum scalar is NULL");
-  Reduction r;
-  r.type = type;
-  r.kind = RedKind::kSum;
-  r.preMul = true;
+  TH_ASSIGN(Reduction r, preMulSumOf(type, scalar));
   r.scalarSource = scalar;
   r.scalarMemory = where;
   return r;

@@ -127,11 +127,11 @@ TEST(AttributeStore, ConcurrentWritersAndSnapshots) {
   }
   size_t snapshots = 0;
   std::thread reader([&] {
-    while (!stop.load()) {
+    do {  // at least once: under load the writers may finish before this thread first runs
       Snapshot snap = s.snapshot();
       for (size_t i = 1; i < snap.entries.size(); ++i) ASSERT_LT(snap.entries[i - 1].name, snap.entries[i].name);
       ++snapshots;
-    }
+    } while (!stop.load());
   });
   for (auto& t : writers) t.join();
   stop = true;

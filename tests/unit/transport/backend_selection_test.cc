@@ -36,6 +36,18 @@ void pingPong(TransportManager& mgr, int r) {
   ASSERT_TRUE(consumedWithin(mgr, s.value(), 1, 10000).isOk());
 }
 
+// Every rank of `world` talks to its peer over TCP, with the configured backends.
+void expectSocketBetweenTwoRanks(FakeWorld& world) {
+  runThreads(2, [&](int r) {
+    auto boot = world.bootstrap(r);
+    auto m = makeManager(*boot);
+    ASSERT_TRUE(m.isOk()) << m.status().message();
+    EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kSocket);
+    pingPong(*m.value(), r);
+    EXPECT_TRUE(boot->barrier().isOk());
+  });
+}
+
 TEST(BackendSelection, DefaultOrderIsShmOnOneHostAndSocketBetweenHosts) {
   auto world = FakeWorld::create(3, {7, 7, 8});
   runThreads(3, [&](int r) {
@@ -100,14 +112,7 @@ TEST(BackendSelection, NcclNetPicksANetworkByNcclsName) {
   auto world = FakeWorld::create(2, {1, 2});
   {
     EnvGuard g("NCCL_NET", "socket");  // NCCL compares names case-insensitively
-    runThreads(2, [&](int r) {
-      auto boot = world->bootstrap(r);
-      auto m = makeManager(*boot);
-      ASSERT_TRUE(m.isOk()) << m.status().message();
-      EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kSocket);
-      pingPong(*m.value(), r);
-      EXPECT_TRUE(boot->barrier().isOk());
-    });
+    expectSocketBetweenTwoRanks(*world);
   }
   EnvGuard g("NCCL_NET", "IB");
   runThreads(2, [&](int r) {
@@ -123,14 +128,7 @@ TEST(BackendSelection, NcclNetPicksANetworkByNcclsName) {
 TEST(BackendSelection, NcclShmDisableMovesLocalPeersToTheNetwork) {
   EnvGuard g("NCCL_SHM_DISABLE", "1");
   auto world = FakeWorld::create(2);
-  runThreads(2, [&](int r) {
-    auto boot = world->bootstrap(r);
-    auto m = makeManager(*boot);
-    ASSERT_TRUE(m.isOk()) << m.status().message();
-    EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kSocket);
-    pingPong(*m.value(), r);
-    EXPECT_TRUE(boot->barrier().isOk());
-  });
+  expectSocketBetweenTwoRanks(*world);
 }
 
 }  // namespace
