@@ -1,0 +1,317 @@
+// Element arithmetic of the device executor for every NCCL datatype and
+// operation, written for one element at a time so the same source runs in a
+// CUDA thread and on a host thread (hd.h). It computes exactly what the host
+// kernels of exec/reduce.h compute, bit for bit (a test compares them over
+// every type and op, infinities, signed zeros and subnormals included; a NaN
+// result is a NaN on both, but its payload is not part of the contract —
+// which NaN operand survives depends on operand order, and GPUs return a
+// canonical NaN):
+//  * integers: sum and prod wrap (unsigned arithmetic), max/min as the type;
+//  * float and double computed in their own type; half, bfloat16 and both fp8
+//    formats decoded to float, computed, and rounded to nearest even on
+//    every store (e4m3 saturates to +-448, e5m2 overflows to infinity, NaNs
+//    come out quiet with their sign);
+//  * floating max/min are IEEE maxNum/minNum with +0 > -0, so every order of
+//    combination gives the same bits;
+//  * a PreMulSum multiplies the raw input by the scalar in the compute type
+//    and rounds to the element type before combining; integer average divides
+//    (truncating, in 64 bits) at the end.
+// Products are computed with round-to-nearest intrinsics on the device so that
+// nvcc never contracts a multiply and an add into one FMA (which rounds once
+// where the host rounds twice).
+#pragma once
+
+#include <type_traits>
+
+#include "exec/device/hd.h"
+
+namespace theseus::exec::dev {
+
+// The operations and datatypes by their nccl.h values.
+enum : uint8_t { kOpSum = 0, kOpProd = 1, kOpMax = 2, kOpMin = 3 };
+enum : uint8_t {
+  kInt8 = 0, kUint8 = 1, kInt32 = 2, kUint32 = 3, kInt64 = 4, kUint64 = 5,
+  kFloat16 = 6, kFloat32 = 7, kFloat64 = 8, kBfloat16 = 9, kFp8E4M3 = 10, kFp8E5M2 = 11, kNumTypes = 12
+};
+
+// A resolved reduction (exec::Reduction without host-only parts).
+struct Reduction {
+  uint8_t kind = kOpSum;
+  uint8_t type = kFloat32;
+  uint8_t preMul = 0;       // inputs are scaled when first read
+  uint8_t divideAtEnd = 0;  // integer average
+  uint32_t divisor = 1;
+  float scaleF = 1.0f;      // the scalar rounded to the element type (float-computed types)
+  double scaleD = 1.0;      // double
+  uint64_t scaleU = 1;      // integers: two's complement bits
+};
+
+TH_HD inline size_t typeBytes(uint8_t type) {
+  switch (type) {
+    case kInt8: case kUint8: case kFp8E4M3: case kFp8E5M2: return 1;
+    case kFloat16: case kBfloat16: return 2;
+    case kInt32: case kUint32: case kFloat32: return 4;
+    default: return 8;
+  }
+}
+
+TH_HD inline float mulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TH_HD inline double mulRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+TH_HD inline float asFloat(uint32_t u) { return bitCast<float>(u); }
+TH_HD inline uint32_t asBits(float f) { return bitCast<uint32_t>(f); }
+
+// A narrow binary floating format (see exec/reduce_codec.h for the rounding argument).
+template <int kExp, int kMan, bool kIeee>
+struct Narrow {
+  static constexpr int kBias = (1 << (kExp - 1)) - 1;
+  static constexpr int kShift = 23 - kMan;
+  static constexpr uint32_t kMagMask = (1u << (kExp + kMan)) - 1;
+  static constexpr uint32_t kManMask = (1u << kMan) - 1;
+  static constexpr uint32_t kInfCode = ((1u << kExp) - 1) << kMan;
+  static constexpr uint32_t kMaxFinite = kIeee ? kInfCode - 1 : kMagMask - 1;
+  static constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << 23;
+  static constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 - kBias + 1) << 23;
+  static constexpr uint32_t kSubnormalMagicBits = static_cast<uint32_t>(127 + 24 - kBias - kMan) << 23;
+
+  TH_HD static float decode(uint32_t v) {
+    uint32_t sign = (v >> (kExp + kMan)) << 31;
+    uint32_t em = v & kMagMask;
+    uint32_t r;
+    if (em < (1u << kMan)) {
+      r = asBits(mulRn(static_cast<float>(static_cast<int32_t>(em)),
+                       asFloat(static_cast<uint32_t>(127 + 1 - kBias - kMan) << 23)));
+    } else if (kIeee ? em < kInfCode : em < kMagMask) {
+      r = (em << kShift) + kRebias;
+    } else if (kIeee) {
+      r = (em << kShift) | 0x7f800000u;  // inf, or a NaN (quieted by the next encode)
+    } else {
+      r = ((em & kManMask) << kShift) | 0x7fc00000u;
+    }
+    return asFloat(r | sign);
+  }
+
+  TH_HD static uint32_t encode(float f) {
+    uint32_t u = asBits(f);
+    uint32_t sign = (u >> 31) << (kExp + kMan);
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t r;
+    if (a < kMinNormalBits) {
+      float sum = asFloat(a) + asFloat(kSubnormalMagicBits);  // rounds to the subnormal step
+      r = asBits(sum) - kSubnormalMagicBits;
+    } else if (a < 0x7f800001u) {
+      r = (a - kRebias + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
+      if (r > kMaxFinite) r = kIeee ? kInfCode : kMaxFinite;
+    } else {
+      r = kIeee ? ((a >> kShift & kManMask) | (kInfCode | (1u << (kMan - 1)))) : kMagMask;
+    }
+    return r | sign;
+  }
+};
+
+using Half = Narrow<5, 10, true>;
+using Fp8E4M3 = Narrow<4, 3, false>;
+using Fp8E5M2 = Narrow<5, 2, true>;
+
+struct Bf16 {
+  TH_HD static float decode(uint32_t v) { return asFloat(v << 16); }
+  TH_HD static uint32_t encode(float f) {
+    uint32_t u = asBits(f);
+    uint32_t r = (u & 0x7fffffffu) < 0x7f800001u ? u + (0x7fffu + ((u >> 16) & 1u)) : (u | 0x00400000u);
+    return r >> 16;
+  }
+};
+
+// ---- per-type element access: load to the compute type, store from it ----
+
+template <class T>
+struct NativeElem {
+  using Storage = T;
+  using Compute = T;
+  TH_HD static Compute load(const void* p, size_t i) { return static_cast<const T*>(p)[i]; }
+  TH_HD static void store(void* p, size_t i, Compute v) { static_cast<T*>(p)[i] = v; }
+  TH_HD static Compute round(Compute v) { return v; }
+};
+
+template <class Fmt, class S>
+struct NarrowElem {
+  using Storage = S;
+  using Compute = float;
+  TH_HD static float load(const void* p, size_t i) { return Fmt::decode(static_cast<const S*>(p)[i]); }
+  TH_HD static void store(void* p, size_t i, float v) { static_cast<S*>(p)[i] = static_cast<S>(Fmt::encode(v)); }
+  TH_HD static float round(float v) { return Fmt::decode(Fmt::encode(v)); }
+};
+
+// ---- operations in the compute type ----
+
+template <class V>
+constexpr bool kFloating = std::is_floating_point_v<V>;
+
+// Integers wrap: computed in 64-bit unsigned and truncated to the type.
+template <class V>
+TH_HD inline V opSum(V x, V y) {
+  if constexpr (kFloating<V>) {
+    return x + y;
+  } else {
+    return static_cast<V>(static_cast<unsigned long long>(x) + static_cast<unsigned long long>(y));
+  }
+}
+
+template <class V>
+TH_HD inline V opProd(V x, V y) {
+  if constexpr (kFloating<V>) {
+    return mulRn(x, y);
+  } else {
+    return static_cast<V>(static_cast<unsigned long long>(x) * static_cast<unsigned long long>(y));
+  }
+}
+
+// maxNum with +0 > -0 (for equal values the AND of the encodings picks +0).
+template <class V>
+TH_HD inline V opMax(V x, V y) {
+  if constexpr (kFloating<V>) {
+    using B = std::conditional_t<sizeof(V) == 4, uint32_t, uint64_t>;
+    if (x != x) return y;
+    if (y != y) return x;
+    if (x == y) return bitCast<V>(static_cast<B>(bitCast<B>(x) & bitCast<B>(y)));
+    return x > y ? x : y;
+  } else {
+    return x > y ? x : y;
+  }
+}
+
+template <class V>
+TH_HD inline V opMin(V x, V y) {
+  if constexpr (kFloating<V>) {
+    using B = std::conditional_t<sizeof(V) == 4, uint32_t, uint64_t>;
+    if (x != x) return y;
+    if (y != y) return x;
+    if (x == y) return bitCast<V>(static_cast<B>(bitCast<B>(x) | bitCast<B>(y)));
+    return x < y ? x : y;
+  } else {
+    return x < y ? x : y;
+  }
+}
+
+template <uint8_t kKind, class V>
+TH_HD inline V combine(V x, V y) {
+  if constexpr (kKind == kOpSum) return opSum(x, y);
+  else if constexpr (kKind == kOpProd) return opProd(x, y);
+  else if constexpr (kKind == kOpMax) return opMax(x, y);
+  else return opMin(x, y);
+}
+
+// x * scalar in the compute type (rounded to the element type when kRound).
+template <class E, bool kRound>
+TH_HD inline typename E::Compute scale(typename E::Compute x, const Reduction& r) {
+  using V = typename E::Compute;
+  if constexpr (std::is_same_v<V, double>) {
+    return mulRn(x, r.scaleD);
+  } else if constexpr (kFloating<V>) {
+    float p = mulRn(x, r.scaleF);
+    return kRound ? E::round(p) : p;
+  } else {
+    using S = typename E::Storage;
+    return static_cast<V>(static_cast<S>(static_cast<unsigned long long>(x) * r.scaleU));
+  }
+}
+
+// A slice of elements handled by one thread of a cooperating group: elements
+// first, first + stride, ... below n.
+struct Span {
+  size_t first = 0;
+  size_t stride = 1;
+};
+
+template <class E, uint8_t kKind, bool kScaleA>
+TH_HD void combineLoop(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
+  for (size_t i = s.first; i < n; i += s.stride) {
+    auto x = E::load(a, i);
+    auto y = E::load(b, i);
+    if constexpr (kScaleA) x = scale<E, true>(x, r);
+    E::store(dst, i, combine<kKind>(x, y));
+  }
+}
+
+template <class E, bool kScaleA>
+TH_HD void combineKinds(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
+  switch (r.kind) {
+    case kOpSum: return combineLoop<E, kOpSum, kScaleA>(r, dst, a, b, n, s);
+    case kOpProd: return combineLoop<E, kOpProd, kScaleA>(r, dst, a, b, n, s);
+    case kOpMax: return combineLoop<E, kOpMax, kScaleA>(r, dst, a, b, n, s);
+    default: return combineLoop<E, kOpMin, kScaleA>(r, dst, a, b, n, s);
+  }
+}
+
+template <class E>
+TH_HD void scaleLoop(const Reduction& r, void* dst, const void* src, size_t n, Span s) {
+  for (size_t i = s.first; i < n; i += s.stride) E::store(dst, i, scale<E, false>(E::load(src, i), r));
+}
+
+template <class E>
+TH_HD void divideLoop(const Reduction& r, void* dst, size_t n, Span s) {
+  using V = typename E::Compute;
+  for (size_t i = s.first; i < n; i += s.stride) {
+    V x = E::load(dst, i);
+    if constexpr (kFloating<V>) {
+      E::store(dst, i, x / static_cast<V>(r.divisor));
+    } else if constexpr (std::is_signed_v<V>) {
+      E::store(dst, i, static_cast<V>(static_cast<long long>(x) / static_cast<long long>(r.divisor)));
+    } else {
+      E::store(dst, i, static_cast<V>(static_cast<unsigned long long>(x) / static_cast<unsigned long long>(r.divisor)));
+    }
+  }
+}
+
+// Calls f.template operator()<Elem>() for the element access of `type`.
+template <class F>
+TH_HD inline void withType(uint8_t type, F&& f) {
+  switch (type) {
+    case kInt8: return f.template operator()<NativeElem<int8_t>>();
+    case kUint8: return f.template operator()<NativeElem<uint8_t>>();
+    case kInt32: return f.template operator()<NativeElem<int32_t>>();
+    case kUint32: return f.template operator()<NativeElem<uint32_t>>();
+    case kInt64: return f.template operator()<NativeElem<int64_t>>();
+    case kUint64: return f.template operator()<NativeElem<uint64_t>>();
+    case kFloat16: return f.template operator()<NarrowElem<Half, uint16_t>>();
+    case kFloat32: return f.template operator()<NativeElem<float>>();
+    case kFloat64: return f.template operator()<NativeElem<double>>();
+    case kBfloat16: return f.template operator()<NarrowElem<Bf16, uint16_t>>();
+    case kFp8E4M3: return f.template operator()<NarrowElem<Fp8E4M3, uint8_t>>();
+    default: return f.template operator()<NarrowElem<Fp8E5M2, uint8_t>>();
+  }
+}
+
+// dst = a (op) b, or scale(a) (op) b with scaleA; n elements of r.type.
+TH_HD inline void reduceElems(const Reduction& r, void* dst, const void* a, const void* b, size_t n, bool scaleA,
+                              Span s = {}) {
+  withType(r.type, [&]<class E>() {
+    if (scaleA && r.preMul) combineKinds<E, true>(r, dst, a, b, n, s);
+    else combineKinds<E, false>(r, dst, a, b, n, s);
+  });
+}
+
+// dst = scale(src) (a copy without a PreMulSum).
+TH_HD inline void scaleElems(const Reduction& r, void* dst, const void* src, size_t n, Span s = {}) {
+  withType(r.type, [&]<class E>() { scaleLoop<E>(r, dst, src, n, s); });
+}
+
+// dst = dst / divisor (integer average; floating types divide and round).
+TH_HD inline void divideElems(const Reduction& r, void* dst, size_t n, Span s = {}) {
+  if (r.divisor == 1) return;
+  withType(r.type, [&]<class E>() { divideLoop<E>(r, dst, n, s); });
+}
+
+}  // namespace theseus::exec::dev
