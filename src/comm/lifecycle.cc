@@ -22,6 +22,7 @@
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
 #include "device/cuda_driver.h"
+#include "exec/device/device_executor.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::comm {
@@ -200,6 +201,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   topts.connectTimeoutMs = bootstrap::connectTimeoutMs();
   topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
+  topts.deviceFifos = exec::deviceExecutorMode() == exec::DeviceExecutorMode::kEmulate;
   auto transports = transport::createTransportManager(bs, topts);
   if (!transports.isOk()) return failInit(comm, transports.status().withContext("creating the transports"));
   comm->setTransports(transports.take());

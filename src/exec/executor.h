@@ -69,6 +69,11 @@ Executor& hostExecutor();
 // no executor serves them (device memory without a usable CUDA driver).
 Result<Executor*> executorFor(device::MemoryKindMask kinds);
 
+// For executors whose primitives reach host memory: fails when a lane has
+// memory outside `accessible`, and reads the deferred PreMulSum scalars that
+// live in host-accessible memory (the others must be read by the executor).
+Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor);
+
 // hostExecutor().run(): the lanes' plans are host memory (tests, tools).
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options = {});
 

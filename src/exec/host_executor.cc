@@ -1,5 +1,6 @@
 // The host executor: plans on host memory, run on the calling thread with the
 // host primitives (memcpy and the reduction kernels); complete on return.
+#include "exec/device/device_executor.h"
 #include "exec/executor.h"
 #include "exec/progress.h"
 #include "exec/staging.h"
@@ -7,31 +8,13 @@
 namespace theseus::exec {
 namespace {
 
-// Every buffer must be host-accessible, and deferred scalars are read now.
-Status prepareHostLanes(std::vector<Lane>& lanes) {
-  for (Lane& lane : lanes) {
-    if (lane.memory & ~device::kHostAccessibleKinds)
-      return invalidUsage("a buffer is device memory, which the host executor cannot access");
-    if (!lane.deferredScalars) continue;
-    for (Plan* p : lane.plans) {
-      Reduction& r = p->reduction;
-      if (r.scalarSource == nullptr) continue;
-      if (!device::hostAccessible(r.scalarMemory))
-        return invalidUsage("%s: the PreMulSum scalar is in device memory, which the host executor cannot read",
-                            p->describe().c_str());
-      TH_CHECK(resolveScalar(r, r.scalarSource).withContext(p->describe()));
-    }
-  }
-  return Status::ok();
-}
-
 class HostExecutor final : public Executor {
  public:
   constexpr HostExecutor() = default;
   const char* name() const override { return "host"; }
   bool serves(device::MemoryKindMask kinds) const override { return (kinds & ~device::kHostAccessibleKinds) == 0; }
   Status run(std::vector<Lane>& lanes, const ExecOptions& options) override {
-    TH_CHECK(prepareHostLanes(lanes));
+    TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds, "host"));
     return progressLanes(lanes, hostPrimitives(), options);
   }
 };
@@ -40,12 +23,33 @@ constinit HostExecutor gHostExecutor;  // constant-initialised: no guard on the 
 
 }  // namespace
 
+Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor) {
+  for (Lane& lane : lanes) {
+    if (lane.memory & ~accessible)
+      return invalidUsage("a buffer is device memory, which the %s executor cannot access", executor);
+    if (!lane.deferredScalars) continue;
+    for (Plan* p : lane.plans) {
+      Reduction& r = p->reduction;
+      if (r.scalarSource == nullptr) continue;
+      if (!device::hostAccessible(r.scalarMemory))
+        return invalidUsage("%s: the PreMulSum scalar is in device memory, which the %s executor cannot read",
+                            p->describe().c_str(), executor);
+      TH_CHECK(resolveScalar(r, r.scalarSource).withContext(p->describe()));
+    }
+  }
+  return Status::ok();
+}
+
 Executor& hostExecutor() { return gHostExecutor; }
 
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options) { return hostExecutor().run(lanes, options); }
 
 Result<Executor*> executorFor(device::MemoryKindMask kinds) {
-  if ((kinds & ~device::kHostAccessibleKinds) == 0) return &gHostExecutor;
+  if ((kinds & ~device::kHostAccessibleKinds) == 0) {
+    static const bool emulateDevice = deviceExecutorMode() == DeviceExecutorMode::kEmulate;
+    if (__builtin_expect(emulateDevice, 0)) return &emulatedDeviceExecutor();
+    return &gHostExecutor;
+  }
   if (Executor* staging = stagingExecutor(); staging != nullptr && staging->serves(kinds)) return staging;
   return invalidUsage("no executor serves buffers in %s memory (is the CUDA driver loaded?)",
                       device::memoryKindName(device::MemoryKind::kDevice));

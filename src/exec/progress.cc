@@ -275,9 +275,13 @@ std::string describeWaits(LaneRun& lr) {
 
 }  // namespace
 
+int64_t configuredStallTimeoutMs() {
+  static const int64_t ms = kStallTimeoutMs.get();
+  return ms;
+}
+
 Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const ExecOptions& options) {
-  static const int64_t configuredStallMs = kStallTimeoutMs.get();
-  int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : configuredStallMs;
+  int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : configuredStallTimeoutMs();
   static const int64_t spinIters = kSpinIters.get();
   static const int64_t sleepUs = kSleepUs.get();
 

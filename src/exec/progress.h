@@ -39,4 +39,7 @@ namespace theseus::exec {
 // `prims` (checked: buffers by the caller, connections when a plan starts).
 Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const ExecOptions& options);
 
+// THESEUS_STALL_TIMEOUT_MS (read once): every executor's stall timeout unless ExecOptions says otherwise.
+int64_t configuredStallTimeoutMs();
+
 }  // namespace theseus::exec

@@ -88,6 +88,18 @@ class RecvConnection {
   virtual Status progress() = 0;
 };
 
+// A FIFO that an executor drives itself (the device executor's flag protocol,
+// exec/device/interpreter.h) instead of through connection objects: the
+// shared-memory transport's layout (shm/shm_layout.h) in memory both ranks map.
+struct DeviceFifo {
+  void* control = nullptr;   // shm::FifoControl: head, tail
+  void* headers = nullptr;   // shm::SlotHeader[slots]
+  char* data = nullptr;      // slots * slotBytes
+  uint32_t slots = 0;
+  uint64_t slotBytes = 0;
+  device::MemoryKind memory = device::MemoryKind::kHost;
+};
+
 // Per-peer counters the transports maintain; attributes and policies read them.
 struct PeerStats {
   uint64_t bytesSent = 0;

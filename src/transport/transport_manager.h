@@ -38,6 +38,8 @@ struct TransportOptions {
   // Backends by name, in order ("shm", "socket"); empty: the configured order
   // (backend_order.h). Must be equal on all ranks (tests pick backends this way).
   std::vector<std::string> backends;
+  // Also set up FIFOs for the device executor with every local peer (collective: equal on all ranks).
+  bool deviceFifos = false;
 };
 
 class TransportManager {
@@ -63,6 +65,14 @@ class TransportManager {
 
   // Counters per peer (index = rank), for attributes and telemetry.
   virtual PeerStats stats(int peer) const = 0;
+
+  // One direction of one channel with `peer` for the device executor, or an
+  // error when the communicator has none with that peer (not local, or not set up).
+  virtual Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) {
+    (void)channel;
+    (void)send;
+    return invalidUsage("no device FIFOs with rank %d", peer);
+  }
 
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "transport/backend_order.h"
+#include "transport/shm/shm_backend.h"
 
 namespace theseus::transport {
 
@@ -56,6 +57,7 @@ TransportManagerImpl::~TransportManagerImpl() {
     ownedSend_.clear();
   }
   while (!backends_.empty()) backends_.pop_back();
+  deviceFifos_.reset();
   if (wakeFd_ >= 0) close(wakeFd_);
 }
 
@@ -251,6 +253,18 @@ void TransportManagerImpl::waitPolling(std::vector<struct pollfd>& fds, uint32_t
   (void)!read(wakeFd_, &drain, sizeof(drain));
 }
 
+Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool send) {
+  if (deviceFifos_ == nullptr) return invalidUsage("this communicator has no device FIFOs (THESEUS_DEVICE_EXECUTOR)");
+  TH_CHECK(checkEndpoint(peer, channel));
+  std::lock_guard lock(mu_);
+  size_t idx = (static_cast<size_t>(peer) * channels_ + channel) * 2 + (send ? 1 : 0);
+  if (deviceFifoCache_.empty()) deviceFifoCache_.resize(static_cast<size_t>(nranks_) * channels_ * 2);
+  if (deviceFifoCache_[idx].control == nullptr) {
+    TH_ASSIGN(deviceFifoCache_[idx], deviceFifos_->deviceFifo(peer, channel, send));
+  }
+  return deviceFifoCache_[idx];
+}
+
 PeerStats TransportManagerImpl::stats(int peer) const {
   PeerStats s;
   if (peer < 0 || peer >= nranks_) return s;
@@ -292,6 +306,10 @@ Status TransportManagerImpl::setUp() {
     b->assigned(mine);
     if (DoorbellWord* bell = b->doorbell(); bell != nullptr && bell_ == &localBell_) bell_ = bell;
   }
+  if (options_.deviceFifos) {
+    deviceFifos_ = std::make_unique<ShmBackend>(ctx, true, ShmBackend::Role::kDeviceFifos);
+    TH_CHECK(deviceFifos_->setUp().withContext("device FIFO set-up"));
+  }
   const auto& local = boot_.localRanks();
   spin_ = config_.spinUs > 0 && usableCpus() >= static_cast<int>(local.size());
   sharesCores_ = usableCpus() < static_cast<int>(local.size());
@@ -301,6 +319,7 @@ Status TransportManagerImpl::setUp() {
     std::string part = b->summary();
     if (!part.empty()) summary += (summary.empty() ? "" : ", ") + part;
   }
+  if (deviceFifos_ != nullptr) summary += ", " + deviceFifos_->summary();
   TH_INFO(log::kInit | log::kShm | log::kNet, "rank %d transports: %s%s", rank_, summary.c_str(),
           spin_ ? " (spinning before sleeping)" : "");
   return Status::ok();

@@ -36,6 +36,7 @@ class TransportManagerImpl final : public TransportManager {
   bool sharesCores() const override { return sharesCores_; }
   PeerStats stats(int peer) const override;
   LinkEmulation* emulation() override { return emulation_.get(); }
+  Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
   // Installs THESEUS_EMULATE's rules (before any connection exists).
   void setEmulation(std::unique_ptr<LinkEmulation> e) { emulation_ = std::move(e); }
 
@@ -66,6 +67,8 @@ class TransportManagerImpl final : public TransportManager {
   uint32_t spinProbe_ = 0;
 
   std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<class ShmBackend> deviceFifos_;  // TransportOptions::deviceFifos
+  std::vector<DeviceFifo> deviceFifoCache_;         // per (peer, channel, direction), resolved once (under mu_)
   std::vector<Backend*> byPeer_;  // the backend serving each peer (null: self, or none can)
   DoorbellWord localBell_;        // the doorbell when no backend has one
   DoorbellWord* bell_ = &localBell_;

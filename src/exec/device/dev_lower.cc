@@ -1,8 +1,17 @@
 #include "exec/device/dev_lower.h"
 
 #include "exec/reduce_kernels.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/transport_manager.h"
 
 namespace theseus::exec::dev {
+
+static_assert(sizeof(FifoControl) == sizeof(transport::shm::FifoControl) &&
+              offsetof(FifoControl, tail) == offsetof(transport::shm::FifoControl, tail));
+static_assert(sizeof(SlotHeader) == sizeof(transport::shm::SlotHeader) &&
+              offsetof(SlotHeader, tag) == offsetof(transport::shm::SlotHeader, tag) &&
+              offsetof(SlotHeader, kind) == offsetof(transport::shm::SlotHeader, kind));
+static_assert(kSlotInline == transport::shm::kSlotInline);
 
 Reduction toDevice(const exec::Reduction& r) {
   Reduction d;
@@ -16,6 +25,98 @@ Reduction toDevice(const exec::Reduction& r) {
   d.scaleD = s.d;
   d.scaleU = s.u;
   return d;
+}
+
+Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
+  out->steps.resize(p.steps.size());
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const PlanStep& h = p.steps[i];
+    Step& d = out->steps[i];
+    d.op = static_cast<uint8_t>(h.op);
+    d.scaleSrc = h.scaleSrc;
+    d.scaleDst = h.scaleDst;
+    d.hasSrc = h.hasSrc;
+    d.hasDst = h.hasDst;
+    d.recvPeer = h.recvPeer;
+    d.sendPeer = h.sendPeer;
+    d.inConn = h.inConn;
+    d.outConn = h.outConn;
+    d.inPos = h.inPos;
+    d.outPos = h.outPos;
+    d.predBegin = h.predBegin;
+    d.predEnd = h.predEnd;
+    d.srcFirst = h.srcFirst;
+    d.dstFirst = h.dstFirst;
+    d.nchunks = h.nchunks;
+    d.index = h.index;
+    d.src = h.src;
+    d.dst = h.dst;
+    d.bytes = h.bytes;
+  }
+  out->preds.assign(p.preds.begin(), p.preds.end());
+  out->conns.resize(p.conns.size());
+  for (size_t i = 0; i < p.conns.size(); ++i) {
+    const PlanConn& h = p.conns[i];
+    Conn& d = out->conns[i];
+    d.peer = h.peer;
+    d.nsteps = h.nsteps;
+    d.isSend = h.isSend;
+    if (p.transports == nullptr) return internalError("%s: a plan with connections but no transports", p.describe().c_str());
+    auto f = p.transports->deviceFifo(h.peer, h.channel, h.isSend);
+    if (!f.isOk())
+      return f.status().withContext(p.describe() + ": the device executor connects only ranks of one host");
+    if (f.value().slotBytes < p.sliceBytes)
+      return internalError("%s: the device FIFO with rank %d has %llu-byte slots, smaller than the %zu-byte slices",
+                           p.describe().c_str(), h.peer, static_cast<unsigned long long>(f.value().slotBytes),
+                           p.sliceBytes);
+    d.fifo.ctl = static_cast<FifoControl*>(f.value().control);
+    d.fifo.headers = static_cast<SlotHeader*>(f.value().headers);
+    d.fifo.data = f.value().data;
+    d.fifo.slots = f.value().slots;
+    d.fifo.slotBytes = f.value().slotBytes;
+  }
+  out->state.assign(p.steps.size(), StepState{});
+  out->cursors.assign(p.conns.size(), Cursor{});
+  Plan& d = out->plan;
+  d = Plan{};
+  d.steps = out->steps.data();
+  d.preds = out->preds.data();
+  d.conns = out->conns.data();
+  d.state = out->state.data();
+  d.cursors = out->cursors.data();
+  d.nsteps = static_cast<uint32_t>(out->steps.size());
+  d.nconns = static_cast<uint32_t>(out->conns.size());
+  d.rounds = p.rounds;
+  d.chunked = p.chunked;
+  d.chunksPerBlock = p.chunksPerBlock;
+  d.unitElems = p.unitElems;
+  d.elemBytes = p.elemBytes;
+  d.sliceBytes = p.sliceBytes;
+  d.tag = p.tag;
+  d.red = toDevice(p.reduction);
+  d.divideDst = p.divideDst;
+  d.divideElems = p.divideElems;
+  d.remaining = d.nsteps;
+  return Status::ok();
+}
+
+Status failureStatus(const exec::Plan& p, const Plan& d) {
+  const Failure& f = d.failure;
+  switch (f.code) {
+    case kWrongTag:
+      return invalidUsage("%s: rank %d step %u received a message from rank %d that belongs to a different operation "
+                          "(tag %08x, expected %08x): the ranks called different collectives, or in a different "
+                          "order",
+                          p.describe().c_str(), p.rank, f.step, f.peer, f.gotTag, p.tag);
+    case kWrongSize:
+      return invalidUsage("%s: rank %d step %u expected %llu bytes from rank %d but received %llu: the ranks passed "
+                          "different counts or datatypes",
+                          p.describe().c_str(), p.rank, f.step, static_cast<unsigned long long>(f.wantBytes), f.peer,
+                          static_cast<unsigned long long>(f.gotBytes));
+    default:
+      return internalError("%s: rank %d: the device interpreter failed with code %u at step %u", p.describe().c_str(),
+                           p.rank, f.code, f.step);
+  }
 }
 
 }  // namespace theseus::exec::dev

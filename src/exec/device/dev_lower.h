@@ -1,14 +1,35 @@
-// Host side of the device executor: turning the executor's host structures
-// into the plain data the interpreter reads (device/host emulation alike).
+// Host side of the device executor: turning a lowered exec::Plan into the
+// plain data the interpreter reads (dev_plan.h), with every FIFO resolved
+// through the communicator's transports (TransportManager::deviceFifo).
 #pragma once
 
-#include "exec/device/dev_math.h"
-#include "exec/reduce.h"
+#include <vector>
+
+#include "common/status.h"
+#include "exec/device/dev_plan.h"
+#include "exec/plan.h"
 
 namespace theseus::exec::dev {
 
 // The device form of a resolved reduction (its scalar converted to the
 // element type exactly as the host kernels convert it).
 Reduction toDevice(const exec::Reduction& r);
+
+// A device plan and the storage it points into (kept together, reused).
+struct LoweredPlan {
+  Plan plan;
+  std::vector<Step> steps;
+  std::vector<uint32_t> preds;
+  std::vector<Conn> conns;
+  std::vector<StepState> state;
+  std::vector<Cursor> cursors;
+};
+
+// Lowers `p` (its scalar already resolved) into `out`, with fresh run state.
+// Errors: a peer without device FIFOs.
+Status lowerForDevice(const exec::Plan& p, LoweredPlan* out);
+
+// The error a failed device plan reports (the host executor's wording).
+Status failureStatus(const exec::Plan& p, const Plan& d);
 
 }  // namespace theseus::exec::dev

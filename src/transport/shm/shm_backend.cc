@@ -82,8 +82,8 @@ bool decodeSetup(const std::string& text, int* pid, uint64_t* cookie, bool* shm,
 
 }  // namespace
 
-ShmBackend::ShmBackend(const BackendContext& ctx, bool enabled)
-    : ctx_(ctx), enabled_(enabled), mine_(static_cast<size_t>(ctx.nranks), false) {}
+ShmBackend::ShmBackend(const BackendContext& ctx, bool enabled, Role role)
+    : ctx_(ctx), enabled_(enabled), role_(role), mine_(static_cast<size_t>(ctx.nranks), false) {}
 
 ShmBackend::~ShmBackend() {
   regions_.reset();  // unmaps peers' regions before the domain goes
@@ -94,7 +94,8 @@ Status ShmBackend::setUp() {
   if (ctx_.nranks == 1) return Status::ok();
   bootstrap::Bootstrap& boot = *ctx_.boot;
   const auto& local = boot.localRanks();
-  bool offerShm = enabled_ && ctx_.config.mode == TransportMode::kAuto && local.size() > 1;
+  bool offerShm = enabled_ && (role_ == Role::kDeviceFifos || ctx_.config.mode == TransportMode::kAuto) &&
+                  local.size() > 1;
   std::string probe;
   if (offerShm) {
     ShmDomainParams p;
@@ -105,6 +106,7 @@ Status ShmBackend::setUp() {
     p.nChannels = ctx_.channels;
     p.slots = ctx_.config.shmSlots;
     p.slotBytes = ctx_.config.shmSlotBytes;
+    p.nameSuffix = role_ == Role::kDeviceFifos ? "-dev" : "";
     auto d = ShmDomain::create(p);
     auto pr = SharedMemoryRegistry::instance().probeLocator();
     if (d.isOk() && pr.isOk()) {
@@ -203,6 +205,22 @@ Result<std::unique_ptr<RecvConnection>> ShmBackend::connectRecv(int peer, int ch
 
 DoorbellWord* ShmBackend::doorbell() { return domain_ != nullptr ? domain_->bell() : nullptr; }
 
-std::string ShmBackend::summary() const { return std::to_string(peerCount_) + " peers over shm"; }
+std::string ShmBackend::summary() const {
+  return std::to_string(peerCount_) + (role_ == Role::kDeviceFifos ? " with device FIFOs" : " peers over shm");
+}
+
+Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
+  if (!canConnect(peer)) return invalidUsage("rank %d has no device FIFOs with rank %d", ctx_.rank, peer);
+  shm::FifoView v;
+  TH_ASSIGN(v, send ? domain_->sendFifo(peer, channel) : domain_->recvFifo(peer, channel));
+  DeviceFifo f;
+  f.control = v.ctl;
+  f.headers = v.headers;
+  f.data = v.data;
+  f.slots = v.slots;
+  f.slotBytes = v.slotBytes;
+  f.memory = device::MemoryKind::kHost;
+  return f;
+}
 
 }  // namespace theseus::transport

@@ -16,7 +16,10 @@ namespace theseus::transport {
 
 class ShmBackend final : public Backend {
  public:
-  ShmBackend(const BackendContext& ctx, bool enabled);
+  // kConnections: the host executor's connections. kDeviceFifos: a second set
+  // of inboxes whose FIFOs the device executor drives itself (deviceFifo()).
+  enum class Role { kConnections, kDeviceFifos };
+  ShmBackend(const BackendContext& ctx, bool enabled, Role role = Role::kConnections);
   ~ShmBackend() override;
 
   Kind kind() const override { return Kind::kShm; }
@@ -26,6 +29,8 @@ class ShmBackend final : public Backend {
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters) override;
   DoorbellWord* doorbell() override;
   std::string summary() const override;
+  // kDeviceFifos: one direction of one channel with a local peer.
+  Result<DeviceFifo> deviceFifo(int peer, int channel, bool send);
 
  private:
   struct PeerSetup;  // what a rank published in round 1
@@ -33,6 +38,7 @@ class ShmBackend final : public Backend {
 
   BackendContext ctx_;
   bool enabled_;
+  Role role_;
   std::vector<bool> mine_;  // per rank: a mutually mapped shm peer
   int peerCount_ = 0;
   std::unique_ptr<ShmDomain> domain_;

@@ -39,7 +39,7 @@ Result<std::unique_ptr<ShmDomain>> ShmDomain::create(const ShmDomainParams& p) {
   size_t total = dataOffset + nFifos * dataStride;
 
   char name[96];
-  snprintf(name, sizeof(name), "theseus-%016" PRIx64 "-r%d", p.commHash, p.rank);
+  snprintf(name, sizeof(name), "theseus-%016" PRIx64 "-r%d%s", p.commHash, p.rank, p.nameSuffix);
   auto named = ShmSegment::createNamed(name, total);
   Status reserved = named.isOk() ? named.value()->reserve(0, dataOffset) : named.status();
   if (reserved.isOk()) {
@@ -140,34 +140,46 @@ void ShmDomain::setDirectOk(int rank, bool ok) {
   if (Peer* p = findPeer(rank)) p->info.directOk = ok;
 }
 
-Result<std::unique_ptr<SendConnection>> ShmDomain::connectSend(int peer, int channel, ConnectionCounters* counters,
-                                                               bool useDirect) {
+Result<shm::FifoView> ShmDomain::sendFifo(int peer, int channel) {
   Peer* p = findPeer(peer);
   if (p == nullptr) return internalError("rank %d is not a shared-memory peer", peer);
   if (channel < 0 || static_cast<uint32_t>(channel) >= p->nChannels)
     return invalidArgument("channel %d is beyond rank %d's %u shared-memory channels", channel, peer, p->nChannels);
   size_t index = static_cast<size_t>(params_.localIndex) * p->nChannels + static_cast<size_t>(channel);
-  shm::FifoView f = shm::fifoAt(p->inbox->base(), p->controlOffset, p->controlStride, p->dataOffset, p->dataStride, p->slots,
-                      p->slotBytes, index);
+  shm::FifoView f = shm::fifoAt(p->inbox->base(), p->controlOffset, p->controlStride, p->dataOffset, p->dataStride,
+                                p->slots, p->slotBytes, index);
   f.syncKey = shm::tsanKey(params_.commHash, params_.rank, peer, channel);
   TH_CHECK(p->inbox->populateRange(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
-  bool direct = useDirect && (p->info.sameProcess || p->info.directOk);
-  return shm::makeSendConnection(peer, f, &p->header->bell, counters, p->liveness.get(), direct, p->info.sameProcess);
+  return f;
 }
 
-Result<std::unique_ptr<RecvConnection>> ShmDomain::connectRecv(int peer, int channel, ConnectionCounters* counters,
-                                                               RegionCache* regions) {
+Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel) {
   Peer* p = findPeer(peer);
   if (p == nullptr) return internalError("rank %d is not a shared-memory peer", peer);
   if (channel < 0 || channel >= params_.nChannels)
     return invalidArgument("channel %d is beyond the %d shared-memory channels", channel, params_.nChannels);
   size_t index = static_cast<size_t>(p->info.localIndex) * params_.nChannels + static_cast<size_t>(channel);
   shm::FifoView f = shm::fifoAt(inbox_->base(), controlOffset_, controlStride_, dataOffset_, dataStride_, params_.slots,
-                      params_.slotBytes, index);
+                                params_.slotBytes, index);
   f.syncKey = shm::tsanKey(params_.commHash, peer, params_.rank, channel);
   TH_CHECK(inbox_->populateRange(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
+  return f;
+}
+
+Result<std::unique_ptr<SendConnection>> ShmDomain::connectSend(int peer, int channel, ConnectionCounters* counters,
+                                                               bool useDirect) {
+  TH_ASSIGN(shm::FifoView f, sendFifo(peer, channel));
+  Peer* p = findPeer(peer);
+  bool direct = useDirect && (p->info.sameProcess || p->info.directOk);
+  return shm::makeSendConnection(peer, f, &p->header->bell, counters, p->liveness.get(), direct, p->info.sameProcess);
+}
+
+Result<std::unique_ptr<RecvConnection>> ShmDomain::connectRecv(int peer, int channel, ConnectionCounters* counters,
+                                                               RegionCache* regions) {
+  TH_ASSIGN(shm::FifoView f, recvFifo(peer, channel));
+  Peer* p = findPeer(peer);
   return shm::makeRecvConnection(peer, p->info.pid, f, &p->header->bell, counters, p->liveness.get(), regions,
-                                p->info.sameProcess);
+                                 p->info.sameProcess);
 }
 
 }  // namespace theseus::transport

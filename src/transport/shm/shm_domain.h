@@ -26,6 +26,7 @@
 #include "transport/doorbell.h"
 #include "transport/shm/peer_liveness.h"
 #include "transport/shm/region_cache.h"
+#include "transport/shm/shm_fifo.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm_segment.h"
 #include "transport/transport.h"
@@ -40,6 +41,7 @@ struct ShmDomainParams {
   int nChannels = 1;
   uint32_t slots = 8;
   size_t slotBytes = 128 << 10;
+  const char* nameSuffix = "";  // inboxes of a second domain on the same communicator ("-dev")
 };
 
 struct ShmPeerInfo {
@@ -67,6 +69,9 @@ class ShmDomain {
 
   Result<std::unique_ptr<SendConnection>> connectSend(int peer, int channel, ConnectionCounters* counters,
                                                       bool useDirect);
+  // The FIFOs themselves (pages populated), for users other than the connection objects.
+  Result<shm::FifoView> sendFifo(int peer, int channel);
+  Result<shm::FifoView> recvFifo(int peer, int channel);
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters,
                                                       RegionCache* regions);
 

@@ -1,0 +1,130 @@
+// The emulated device executor: the device interpreter on the calling thread,
+// one SoloTeam per lane, polled round-robin so one thread drives every
+// communicator of a group (as the GPU runs their blocks side by side). When no
+// lane moved for a while it yields the core, and it checks the abort flag, the
+// lanes' health and the stall timeout like the host progress engine.
+#include <sched.h>
+#include <strings.h>
+
+#include <string>
+#include <vector>
+
+#include "common/knobs.h"
+#include "common/log.h"
+#include "exec/device/dev_lower.h"
+#include "exec/device/device_executor.h"
+#include "exec/device/interpreter.h"
+#include "exec/progress.h"
+
+namespace theseus::exec {
+namespace {
+
+const StringKnob kDeviceExecutor("THESEUS_DEVICE_EXECUTOR", "off",
+                                 "The device executor: 'off', or 'emulate' (its interpreter on host threads over "
+                                 "shared host memory for every collective; tests). Must be equal on all ranks");
+
+struct LaneState {
+  size_t current = 0;
+  uint64_t startNs = 0;
+  bool lowered = false;
+};
+
+class EmulatedDeviceExecutor final : public Executor {
+ public:
+  const char* name() const override { return "device (emulated)"; }
+  bool serves(device::MemoryKindMask kinds) const override { return (kinds & ~device::kHostAccessibleKinds) == 0; }
+  Status run(std::vector<Lane>& lanes, const ExecOptions& options) override;
+};
+
+// Lowers lane `l`'s current plan (skipping empty ones, which finish at once).
+Status beginPlan(Lane& lane, LaneState& st, std::vector<dev::LoweredPlan>& lowered, size_t l) {
+  while (st.current < lane.plans.size()) {
+    TH_CHECK(dev::lowerForDevice(*lane.plans[st.current], &lowered[l]));
+    st.startNs = nowNs();
+    if (lowered[l].plan.nsteps > 0) return Status::ok();
+    if (lane.onPlanDone) lane.onPlanDone(*lane.plans[st.current], 0, st.startNs);
+    ++st.current;
+  }
+  return Status::ok();
+}
+
+Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
+  TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds, name()));
+  const int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : configuredStallTimeoutMs();
+  thread_local std::vector<dev::LoweredPlan> lowered;
+  thread_local std::vector<LaneState> states;
+  lowered.resize(lanes.size());
+  states.assign(lanes.size(), LaneState{});
+  // Every plan is lowered (its FIFOs resolved) before anything moves: a plan that cannot run fails the group whole.
+  for (size_t l = 0; l < lanes.size(); ++l)
+    for (Plan* p : lanes[l].plans) TH_CHECK(dev::lowerForDevice(*p, &lowered[l]));
+  for (size_t l = 0; l < lanes.size(); ++l) TH_CHECK(beginPlan(lanes[l], states[l], lowered, l));
+
+  dev::SoloTeam team;
+  uint64_t lastProgressNs = nowNs(), lastHealthNs = 0;
+  uint32_t idle = 0;
+  for (;;) {
+    bool progressed = false;
+    size_t live = 0;
+    for (size_t l = 0; l < lanes.size(); ++l) {
+      Lane& lane = lanes[l];
+      LaneState& st = states[l];
+      if (st.current >= lane.plans.size()) continue;
+      ++live;
+      dev::Plan& d = lowered[l].plan;
+      dev::Poll r = dev::pollPlan(d, team);
+      if (r == dev::Poll::kFailed) return dev::failureStatus(*lane.plans[st.current], d);
+      if (r == dev::Poll::kIdle) continue;
+      progressed = true;
+      if (r != dev::Poll::kDone) continue;
+      if (lane.onPlanDone) {
+        uint64_t end = nowNs();
+        lane.onPlanDone(*lane.plans[st.current], end - st.startNs, end);
+      }
+      ++st.current;
+      TH_CHECK(beginPlan(lane, st, lowered, l));
+    }
+    if (live == 0) return Status::ok();
+    if (progressed) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < 256) continue;
+    sched_yield();  // the emulated peers are other processes: let them run
+    uint64_t now = nowNs();
+    if (idle == 256) lastProgressNs = now;
+    if (now - lastHealthNs < 1000000) continue;
+    lastHealthNs = now;
+    for (size_t l = 0; l < lanes.size(); ++l) {
+      Lane& lane = lanes[l];
+      if (states[l].current >= lane.plans.size()) continue;
+      Plan& p = *lane.plans[states[l].current];
+      if (p.abort != nullptr && p.abort->isSet())
+        return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
+      if (lane.health) TH_CHECK(lane.health().withContext(p.describe()));
+      if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
+        return remoteError("%s: rank %d made no progress for %lld ms in the device executor", p.describe().c_str(),
+                           p.rank, static_cast<long long>(stallMs));
+    }
+  }
+}
+
+}  // namespace
+
+DeviceExecutorMode deviceExecutorMode() {
+  static const DeviceExecutorMode mode = [] {
+    std::string v = kDeviceExecutor.get();
+    if (strcasecmp(v.c_str(), "emulate") == 0) return DeviceExecutorMode::kEmulate;
+    if (!v.empty() && strcasecmp(v.c_str(), "off") != 0)
+      TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of off, emulate; the device executor stays off", v.c_str());
+    return DeviceExecutorMode::kOff;
+  }();
+  return mode;
+}
+
+Executor& emulatedDeviceExecutor() {
+  static EmulatedDeviceExecutor executor;
+  return executor;
+}
+
+}  // namespace theseus::exec
