@@ -300,44 +300,52 @@ TH_HD inline bool finishRound(Plan& p, uint32_t s) {
 template <class Team>
 TH_HD Poll pollPlan(Plan& p, Team& team) {
   constexpr uint32_t kMaxPiecesPerVisit = 16;
+  // Every branch below is taken on values the leader shared, so all threads
+  // of the team go through the same barriers.
+  struct Decision {
+    uint8_t verdict;  // 0 nothing now, 1 action, 2 round ended, 3 step finished, 4 failed
+    detail::Action action;
+  };
   bool progressed = false;
   for (uint32_t s = 0; s < p.nsteps; ++s) {
-    if (p.state[s].finishedRounds == p.rounds) continue;
     for (uint32_t budget = kMaxPiecesPerVisit; budget > 0; --budget) {
-      detail::Action a;
-      uint8_t ok = 1, ended = 0;
+      Decision d{};
       if (team.leader()) {
-        ok = detail::decide(p, s, &a) ? 1 : 0;
-        if (ok && !a.any) ended = detail::finishRound(p, s) ? 1 : 0;
+        if (p.state[s].finishedRounds == p.rounds) d.verdict = 3;
+        else if (!detail::decide(p, s, &d.action)) d.verdict = 4;
+        else if (d.action.any) d.verdict = 1;
+        else d.verdict = detail::finishRound(p, s) ? 2 : 0;
       }
-      ok = team.share(ok);
-      if (!ok) return Poll::kFailed;
-      a = team.share(a);
-      ended = team.share(ended);
-      if (ended) {
-        progressed = true;
-        continue;  // the next round may be ready at once
-      }
-      if (!a.any) break;
-      detail::runMove(p, a.first, team);
-      team.sync();
-      detail::runMove(p, a.second, team);
-      team.sync();
-      if (team.leader()) detail::complete(p, a);
-      team.sync();
+      d = team.share(d);
+      if (d.verdict == 4) return Poll::kFailed;
+      if (d.verdict == 3 || d.verdict == 0) break;
       progressed = true;
+      if (d.verdict == 2) continue;  // the next round may be ready at once
+      detail::runMove(p, d.action.first, team);
+      team.sync();
+      detail::runMove(p, d.action.second, team);
+      team.sync();
+      if (team.leader()) detail::complete(p, d.action);
+      team.sync();
     }
   }
-  if (team.share(p.remaining) == 0) {
-    if (p.divideDst != nullptr && p.divideElems > 0) {
-      divideElems(p.red, p.divideDst, p.divideElems, team.span());
-      team.sync();
-      if (team.leader()) p.divideDst = nullptr;
-      team.sync();
-    }
-    return Poll::kDone;
+  struct End {
+    uint8_t done, divide;
+  };
+  End e{};
+  if (team.leader()) {
+    e.done = p.remaining == 0;
+    e.divide = e.done && p.divideDst != nullptr && p.divideElems > 0;
   }
-  return progressed ? Poll::kProgress : Poll::kIdle;
+  e = team.share(e);
+  if (!e.done) return progressed ? Poll::kProgress : Poll::kIdle;
+  if (e.divide) {
+    divideElems(p.red, p.divideDst, p.divideElems, team.span());
+    team.sync();
+    if (team.leader()) p.divideDst = nullptr;
+    team.sync();
+  }
+  return Poll::kDone;
 }
 
 }  // namespace theseus::exec::dev

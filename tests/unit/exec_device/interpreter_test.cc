@@ -1,0 +1,244 @@
+// The device interpreter on host threads: ranks are groups of threads in
+// this process, each group one Team (a thread block: the leader decides, all
+// threads move their share of the elements, barriers in between), FIFOs in
+// plain memory with the shm layout. Built-in schedules are lowered exactly as
+// the executor lowers them (rank templates, exec::Plan, then device plans).
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "exec/device/dev_lower.h"
+#include "exec/device/interpreter.h"
+#include "exec/rank_template.h"
+#include "schedule/analysis.h"
+#include "schedule/builtins.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/transport_manager.h"
+
+namespace theseus::exec {
+namespace {
+
+using schedule::Collective;
+
+// FIFOs for every (sender, receiver, channel) in plain memory.
+class FifoWorld {
+ public:
+  static constexpr int kChannels = 8;
+  FifoWorld(int nranks, uint32_t slots, size_t slotBytes) : n_(nranks), slots_(slots), slotBytes_(slotBytes) {
+    for (int i = 0; i < n_ * n_ * kChannels; ++i) {
+      auto f = std::make_unique<Storage>();
+      f->control = std::make_unique<transport::shm::FifoControl>();
+      f->control->head.store(0);
+      f->control->tail.store(0);
+      f->headers.resize(slots);
+      f->data.resize(slots * slotBytes);
+      fifos_.push_back(std::move(f));
+    }
+  }
+  transport::DeviceFifo fifo(int from, int to, int channel) {
+    Storage& s = *fifos_[(from * n_ + to) * kChannels + channel];
+    transport::DeviceFifo f;
+    f.control = s.control.get();
+    f.headers = s.headers.data();
+    f.data = s.data.data();
+    f.slots = slots_;
+    f.slotBytes = slotBytes_;
+    return f;
+  }
+
+ private:
+  struct Storage {
+    std::unique_ptr<transport::shm::FifoControl> control;
+    std::vector<transport::shm::SlotHeader> headers;
+    std::vector<char> data;
+  };
+  int n_;
+  uint32_t slots_;
+  size_t slotBytes_;
+  std::vector<std::unique_ptr<Storage>> fifos_;
+};
+
+// The one TransportManager call the lowering makes.
+class FifoManager final : public transport::TransportManager {
+ public:
+  FifoManager(FifoWorld* w, int rank) : world_(w), rank_(rank) {}
+  Result<transport::SendConnection*> sendConnection(int, int) override { return internalError("unused"); }
+  Result<transport::RecvConnection*> recvConnection(int, int) override { return internalError("unused"); }
+  Status prepare(const std::vector<int>&, int) override { return Status::ok(); }
+  transport::Kind kindFor(int) const override { return transport::Kind::kShm; }
+  uint64_t activityToken() const override { return 0; }
+  void waitForActivity(uint64_t, int64_t) override {}
+  transport::PeerStats stats(int) const override { return {}; }
+  Result<transport::DeviceFifo> deviceFifo(int peer, int channel, bool send) override {
+    return send ? world_->fifo(rank_, peer, channel) : world_->fifo(peer, rank_, channel);
+  }
+
+ private:
+  FifoWorld* world_;
+  int rank_;
+};
+
+// A team of host threads sharing one barrier: a thread block.
+struct ThreadTeam {
+  uint32_t id;
+  uint32_t size;
+  std::barrier<>* bar;
+  std::vector<char>* board;  // where the leader leaves what it shares
+
+  bool leader() const { return id == 0; }
+  dev::Span span() const { return dev::Span{id, size}; }
+  void sync() { bar->arrive_and_wait(); }
+  template <class T>
+  T share(const T& v) {
+    if (leader()) memcpy(board->data(), &v, sizeof(T));
+    bar->arrive_and_wait();
+    T out;
+    memcpy(&out, board->data(), sizeof(T));
+    bar->arrive_and_wait();
+    return out;
+  }
+};
+
+struct RankRun {
+  std::unique_ptr<FifoManager> manager;
+  std::shared_ptr<const schedule::Program> program;
+  std::vector<schedule::RankPlan> analysis;
+  std::unique_ptr<RankTemplate> tmpl;
+  Plan plan;
+  dev::LoweredPlan lowered;
+};
+
+// Allreduce of `count` floats over `n` ranks with built-in `name`, each rank a team of `threads`.
+void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const Reduction& red, size_t slice) {
+  FifoWorld world(n, 4, slice);
+  schedule::GenerateRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = n;
+  auto prog = schedule::generateBuiltin(name, req);
+  ASSERT_TRUE(prog.isOk()) << prog.status().message();
+  auto program = std::make_shared<const schedule::Program>(prog.take());
+  std::vector<std::vector<float>> in(n, std::vector<float>(count)), out(n, std::vector<float>(count, -1.0f));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) in[r][i] = float((i % 17) + r);
+  std::vector<RankRun> runs(n);
+  std::vector<std::vector<float>> scratch(n, std::vector<float>(program->scratchBlocks * count + 1));
+  for (int r = 0; r < n; ++r) {
+    RankRun& rr = runs[r];
+    rr.manager = std::make_unique<FifoManager>(&world, r);
+    auto analysis = schedule::analyzeRank(*program, r);
+    ASSERT_TRUE(analysis.isOk());
+    auto t = buildRankTemplate(*program, r, analysis.value());
+    ASSERT_TRUE(t.isOk()) << t.status().message();
+    rr.tmpl = t.take();
+    CallBuffers b;
+    b.input = reinterpret_cast<const char*>(in[r].data());
+    b.output = reinterpret_cast<char*>(out[r].data());
+    b.scratch = reinterpret_cast<char*>(scratch[r].data());
+    b.unitElems = count;
+    b.elemBytes = sizeof(float);
+    rr.plan.rank = r;
+    rr.plan.transports = rr.manager.get();
+    rr.plan.sliceBytes = slice;
+    rr.plan.tag = 0x1234;
+    lowerTemplate(*rr.tmpl, b, red, rr.plan);
+    rr.plan.reduction = red;
+    ASSERT_TRUE(dev::lowerForDevice(rr.plan, &rr.lowered).isOk());
+  }
+  std::vector<std::thread> pool;
+  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  std::vector<std::vector<char>> boards(n, std::vector<char>(sizeof(dev::detail::Action) + 64));
+  for (int r = 0; r < n; ++r) barriers.push_back(std::make_unique<std::barrier<>>(threads));
+  std::atomic<int> failures{0};
+  for (int r = 0; r < n; ++r) {
+    for (uint32_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, r, t] {
+        ThreadTeam team{t, threads, barriers[r].get(), &boards[r]};
+        for (long spins = 0; spins < 200000000; ++spins) {
+          dev::Poll p = dev::pollPlan(runs[r].lowered.plan, team);
+          if (p == dev::Poll::kDone) return;
+          if (p == dev::Poll::kFailed) {
+            failures.fetch_add(1);
+            return;
+          }
+          if (p == dev::Poll::kIdle && t == 0) std::this_thread::yield();
+        }
+        failures.fetch_add(1);
+      });
+    }
+  }
+  for (auto& th : pool) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int q = 0; q < n; ++q) want += (red.preMul ? red.scalar : 1.0) * double((i % 17) + q);
+      ASSERT_EQ(out[r][i], float(want)) << name << " rank " << r << " element " << i;
+    }
+}
+
+TEST(DeviceInterpreter, TeamsOfThreadsRunBuiltinAllreduces) {
+  Reduction sum;
+  for (const char* name : {"ring", "recursive_doubling", "double_binary_tree", "halving_doubling"})
+    for (int n : {2, 3, 4}) runAllreduce(name, n, 10007, 4, sum, 4096);
+}
+
+TEST(DeviceInterpreter, PreMultipliedSumWithOneAndManyThreads) {
+  Reduction r = preMulSumReduction(ncclFloat32, [] {
+                  static float s = 0.5f;
+                  return &s;
+                }()).value();
+  for (uint32_t threads : {1u, 3u}) runAllreduce("ring", 3, 5000, threads, r, 1024);
+}
+
+TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
+  FifoWorld world(2, 2, 1024);
+  FifoManager m0(&world, 0), m1(&world, 1);
+  std::vector<float> a(100, 1.0f), b(60, 0.0f);
+  auto make = [](FifoManager* m, int rank, PlanStep st) {
+    Plan p;
+    p.rank = rank;
+    p.transports = m;
+    p.sliceBytes = 1024;
+    p.elemBytes = 4;
+    p.chunked = false;
+    p.tag = 9;
+    st.index = 0;
+    PlanConn c;
+    c.peer = 1 - rank;
+    c.isSend = st.op == schedule::Op::kSend;
+    c.nsteps = 1;
+    if (c.isSend) st.outConn = 0;
+    else st.inConn = 0;
+    p.steps.push_back(st);
+    p.conns.push_back(c);
+    return p;
+  };
+  PlanStep send;
+  send.op = schedule::Op::kSend;
+  send.sendPeer = 1;
+  send.hasSrc = true;
+  send.src = reinterpret_cast<const char*>(a.data());
+  send.bytes = 400;
+  PlanStep recv;
+  recv.op = schedule::Op::kRecv;
+  recv.recvPeer = 0;
+  recv.hasDst = true;
+  recv.dst = reinterpret_cast<char*>(b.data());
+  recv.bytes = 240;  // the sender sends 400
+  Plan p0 = make(&m0, 0, send), p1 = make(&m1, 1, recv);
+  dev::LoweredPlan l0, l1;
+  ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
+  ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
+  dev::SoloTeam team;
+  EXPECT_EQ(dev::pollPlan(l0.plan, team), dev::Poll::kDone);
+  EXPECT_EQ(dev::pollPlan(l1.plan, team), dev::Poll::kFailed);
+  Status st = dev::failureStatus(p1, l1.plan);
+  EXPECT_NE(st.message().find("expected 240 bytes from rank 0 but received 400"), std::string::npos) << st.message();
+  for (float v : b) EXPECT_EQ(v, 0.0f);  // nothing written
+}
+
+}  // namespace
+}  // namespace theseus::exec
