@@ -38,10 +38,16 @@ if(NOT THESEUS_CUDA STREQUAL "OFF")
     if(CMAKE_CUDA_COMPILER)
       set(THESEUS_HAVE_CUDA ON)
       if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-        # Volta..Hopper real code plus PTX for newer parts.
-        set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90-real 90-virtual)
+        # Hopper (H100/H200) code plus PTX the driver compiles for newer parts.
+        set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
       endif()
       enable_language(CUDA)
+      # CMake 3.25 does not know nvcc's C++20 flag; the device interpreter needs C++20 (it maps CXX_STANDARD 20
+      # to the CUDA dialect of targets with .cu sources).
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+      set(CMAKE_CUDA_STANDARD 20)
     endif()
   endif()
   if(THESEUS_CUDA STREQUAL "ON" AND NOT THESEUS_HAVE_CUDA)

@@ -201,7 +201,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   topts.connectTimeoutMs = bootstrap::connectTimeoutMs();
   topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
-  topts.deviceFifos = exec::deviceExecutorMode() == exec::DeviceExecutorMode::kEmulate;
+  topts.deviceFifos = exec::deviceExecutorMode() != exec::DeviceExecutorMode::kOff;
   auto transports = transport::createTransportManager(bs, topts);
   if (!transports.isOk()) return failInit(comm, transports.status().withContext("creating the transports"));
   comm->setTransports(transports.take());

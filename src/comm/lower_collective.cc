@@ -96,6 +96,7 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   nextSeq_.store(seq_, std::memory_order_relaxed);
   if (emulation_ != nullptr) emulation_->onCollective(seq);
   plan.reduction = red;
+  plan.stream = op.stream;
   plan.seq = seq;
   plan.opName = schedule::collectiveName(c);
   plan.scheduleName = memo->program->program.name.c_str();

@@ -73,6 +73,7 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
     plan.steps.push_back(st);
   }
   plan.tag = kP2pTag;
+  plan.stream = n > 0 ? ops[0].stream : nullptr;
   plan.seq = seq_;
   plan.opName = "send/recv";
   plan.scheduleName = "p2p";

@@ -42,11 +42,23 @@ class Deadline {
 // Set by ncclCommAbort (from any thread) and by fatal peer failures; polled by waits.
 class AbortFlag {
  public:
-  void set() { flag_.store(true, std::memory_order_release); }
+  void set() {
+    flag_.store(true, std::memory_order_release);
+    if (uint32_t* m = mirror_.load(std::memory_order_acquire)) std::atomic_ref<uint32_t>(*m).store(1, std::memory_order_release);
+  }
   bool isSet() const { return flag_.load(std::memory_order_acquire); }
+  // A word in memory a device polls (pinned host memory): set() writes 1 there
+  // too. One mirror per flag; set once, it must outlive the flag's use.
+  void setMirror(uint32_t* word) const {
+    std::atomic_ref<uint32_t>(*word).store(isSet() ? 1 : 0, std::memory_order_release);
+    mirror_.store(word, std::memory_order_release);
+    if (isSet()) std::atomic_ref<uint32_t>(*word).store(1, std::memory_order_release);
+  }
+  uint32_t* mirror() const { return mirror_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<bool> flag_{false};
+  mutable std::atomic<uint32_t*> mirror_{nullptr};
 };
 
 }  // namespace theseus

@@ -93,6 +93,7 @@ struct Plan {
   size_t sliceBytes = 0;       // largest piece (<= every connection's slot size)
   size_t directMinBytes = 0;   // smaller pieces are copied into slots even where the peer could read them in place
   uint32_t tag = 0;            // carried by every message; both sides compute the same value
+  cudaStream_t stream = nullptr;      // the stream of the operation(s): device executors queue the plan on it
   std::vector<PlanBuffer> buffers;    // the buffers the steps address that are not plain host memory
   device::MemoryKindMask memory = 0;  // the kinds of every buffer the steps address (host included)
   int rank = -1;

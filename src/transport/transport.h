@@ -98,6 +98,9 @@ struct DeviceFifo {
   uint32_t slots = 0;
   uint64_t slotBytes = 0;
   device::MemoryKind memory = device::MemoryKind::kHost;
+  // The mapping that holds the FIFO (an executor may need to register it with a device).
+  void* segmentBase = nullptr;
+  size_t segmentBytes = 0;
 };
 
 // Per-peer counters the transports maintain; attributes and policies read them.

@@ -1,7 +1,9 @@
 #include "exec/device/dev_lower.h"
 
+#include <cstring>
+
 #include "exec/reduce_kernels.h"
-#include "transport/shm/shm_layout.h"
+#include "transport/fifo_layout.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::exec::dev {
@@ -24,6 +26,7 @@ Reduction toDevice(const exec::Reduction& r) {
   d.scaleF = s.f;
   d.scaleD = s.d;
   d.scaleU = s.u;
+  if (r.scalarSource != nullptr) d.scalarSource = r.scalarSource;  // read on the device, when the plan starts
   return d;
 }
 
@@ -100,6 +103,36 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
   return Status::ok();
 }
 
+namespace {
+
+template <class T>
+T* copyArray(const std::vector<T>& v, ImageAlloc alloc, void* ctx, bool* ok) {
+  if (v.empty()) return nullptr;
+  void* dst = alloc(ctx, v.size() * sizeof(T), alignof(T) < 16 ? 16 : alignof(T));
+  if (dst == nullptr) {
+    *ok = false;
+    return nullptr;
+  }
+  memcpy(dst, v.data(), v.size() * sizeof(T));
+  return static_cast<T*>(dst);
+}
+
+}  // namespace
+
+Plan* copyImage(const LoweredPlan& lowered, ImageAlloc alloc, void* ctx) {
+  bool ok = true;
+  Plan plan = lowered.plan;
+  plan.steps = copyArray(lowered.steps, alloc, ctx, &ok);
+  plan.preds = copyArray(lowered.preds, alloc, ctx, &ok);
+  plan.conns = copyArray(lowered.conns, alloc, ctx, &ok);
+  plan.state = copyArray(lowered.state, alloc, ctx, &ok);
+  plan.cursors = copyArray(lowered.cursors, alloc, ctx, &ok);
+  auto* out = static_cast<Plan*>(alloc(ctx, sizeof(Plan), alignof(Plan)));
+  if (!ok || out == nullptr) return nullptr;
+  memcpy(static_cast<void*>(out), &plan, sizeof(Plan));
+  return out;
+}
+
 Status failureStatus(const exec::Plan& p, const Plan& d) {
   const Failure& f = d.failure;
   switch (f.code) {
@@ -113,6 +146,10 @@ Status failureStatus(const exec::Plan& p, const Plan& d) {
                           "different counts or datatypes",
                           p.describe().c_str(), p.rank, f.step, static_cast<unsigned long long>(f.wantBytes), f.peer,
                           static_cast<unsigned long long>(f.gotBytes));
+    case kBadScalar:
+      return invalidArgument("%s: PreMulSum scalar of type %s is beyond 2^53 in magnitude; Theseus supports integer "
+                             "scalars up to 2^53",
+                             p.describe().c_str(), typeName(p.reduction.type));
     default:
       return internalError("%s: rank %d: the device interpreter failed with code %u at step %u", p.describe().c_str(),
                            p.rank, f.code, f.step);

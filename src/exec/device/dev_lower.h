@@ -29,6 +29,13 @@ struct LoweredPlan {
 // Errors: a peer without device FIFOs.
 Status lowerForDevice(const exec::Plan& p, LoweredPlan* out);
 
+// Copies a lowered plan and everything it points to into memory from
+// `alloc(bytes, alignment)` — memory the device addresses at the same
+// address (mapped pinned host memory) — and returns the plan there. Null when
+// the allocator fails.
+using ImageAlloc = void* (*)(void* ctx, size_t bytes, size_t alignment);
+Plan* copyImage(const LoweredPlan& lowered, ImageAlloc alloc, void* ctx);
+
 // The error a failed device plan reports (the host executor's wording).
 Status failureStatus(const exec::Plan& p, const Plan& d);
 

@@ -44,6 +44,9 @@ struct Reduction {
   float scaleF = 1.0f;      // the scalar rounded to the element type (float-computed types)
   double scaleD = 1.0;      // double
   uint64_t scaleU = 1;      // integers: two's complement bits
+  // A PreMulSum scalar still to be read (ncclScalarDevice in device memory):
+  // one element of `type` here, read by the interpreter when the plan starts.
+  const void* scalarSource = nullptr;
 };
 
 TH_HD inline size_t typeBytes(uint8_t type) {
@@ -312,6 +315,39 @@ TH_HD inline void scaleElems(const Reduction& r, void* dst, const void* src, siz
 TH_HD inline void divideElems(const Reduction& r, void* dst, size_t n, Span s = {}) {
   if (r.divisor == 1) return;
   withType(r.type, [&]<class E>() { divideLoop<E>(r, dst, n, s); });
+}
+
+// Reads a pending scalar into the scale fields (the host's conversion, see
+// exec::kernels::scaleArgFor). False for an integer beyond 2^53 in magnitude,
+// which the host path refuses too.
+TH_HD inline bool resolveScalar(Reduction& r) {
+  if (r.scalarSource == nullptr) return true;
+  const void* p = r.scalarSource;
+  r.scalarSource = nullptr;
+  r.preMul = 1;
+  long long i = 0;
+  unsigned long long u = 0;
+  switch (r.type) {
+    case kFloat32: r.scaleF = *static_cast<const float*>(p); return true;
+    case kFloat64: r.scaleD = *static_cast<const double*>(p); return true;
+    case kFloat16: r.scaleF = Half::decode(*static_cast<const uint16_t*>(p)); return true;
+    case kBfloat16: r.scaleF = Bf16::decode(*static_cast<const uint16_t*>(p)); return true;
+    case kFp8E4M3: r.scaleF = Fp8E4M3::decode(*static_cast<const uint8_t*>(p)); return true;
+    case kFp8E5M2: r.scaleF = Fp8E5M2::decode(*static_cast<const uint8_t*>(p)); return true;
+    case kInt8: i = *static_cast<const int8_t*>(p); break;
+    case kUint8: i = *static_cast<const uint8_t*>(p); break;
+    case kInt32: i = *static_cast<const int32_t*>(p); break;
+    case kUint32: i = *static_cast<const uint32_t*>(p); break;
+    case kInt64: i = *static_cast<const int64_t*>(p); break;
+    default:
+      u = *static_cast<const uint64_t*>(p);
+      if (u > (1ull << 53)) return false;
+      r.scaleU = u;
+      return true;
+  }
+  if (i > (1ll << 53) || i < -(1ll << 53)) return false;
+  r.scaleU = static_cast<unsigned long long>(i);
+  return true;
 }
 
 }  // namespace theseus::exec::dev

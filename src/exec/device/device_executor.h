@@ -2,26 +2,31 @@
 // (interpreter.h) over FIFOs the executor drives itself, instead of the host
 // progress engine over connection objects.
 //
-// Today it runs in emulation only (THESEUS_DEVICE_EXECUTOR=emulate): the
-// interpreter is compiled for the host, every lane is one emulated thread
-// block polled by the calling thread, "device memory" is the processes'
-// shared host memory and the FIFOs are the communicator's device FIFOs
-// (TransportManager::deviceFifo, set up at init when the knob is on). That is
-// what CI runs the collectives matrix and the hot-swap stress test through, so
-// the code a GPU would run is the code CI tests, minus the hardware. The CUDA
-// launch of the same interpreter is the next piece (docs/cuda-executor.md).
+// Two ways to run it (THESEUS_DEVICE_EXECUTOR, equal on all ranks):
+//  * emulate: the interpreter compiled for the host, every lane one emulated
+//    thread block polled by the calling thread, "device memory" the
+//    processes' shared host memory, FIFOs the communicator's device FIFOs
+//    (TransportManager::deviceFifo, set up at init when the knob is on). CI
+//    runs the collectives matrix and the hot-swap stress test this way, so the
+//    code a GPU runs is the code CI tests, minus the hardware;
+//  * cuda: the same interpreter as a CUDA kernel on the operations' streams
+//    for device buffers (cuda_executor.cu; see docs/cuda-executor.md).
+// Off (the default), device buffers take the staging executor.
 #pragma once
 
 #include "exec/executor.h"
 
 namespace theseus::exec {
 
-enum class DeviceExecutorMode { kOff, kEmulate };
+enum class DeviceExecutorMode { kOff, kEmulate, kCuda };
 
 // THESEUS_DEVICE_EXECUTOR (read once; must be equal on all ranks).
 DeviceExecutorMode deviceExecutorMode();
 
 // The emulated device executor (host memory, host threads).
 Executor& emulatedDeviceExecutor();
+
+// The CUDA executor (cuda_executor.cu), or null in builds without CUDA.
+Executor* cudaDeviceExecutor();
 
 }  // namespace theseus::exec

@@ -20,8 +20,10 @@ namespace theseus::exec {
 namespace {
 
 const StringKnob kDeviceExecutor("THESEUS_DEVICE_EXECUTOR", "off",
-                                 "The device executor: 'off', or 'emulate' (its interpreter on host threads over "
-                                 "shared host memory for every collective; tests). Must be equal on all ranks");
+                                 "The device executor: 'off' (device buffers are staged through host memory), "
+                                 "'cuda' (its interpreter as a CUDA kernel on the operations' streams; not yet run "
+                                 "on hardware) or 'emulate' (its interpreter on host threads over shared host memory "
+                                 "for every collective; tests). Must be equal on all ranks");
 
 struct LaneState {
   size_t current = 0;
@@ -115,8 +117,13 @@ DeviceExecutorMode deviceExecutorMode() {
   static const DeviceExecutorMode mode = [] {
     std::string v = kDeviceExecutor.get();
     if (strcasecmp(v.c_str(), "emulate") == 0) return DeviceExecutorMode::kEmulate;
+    if (strcasecmp(v.c_str(), "cuda") == 0) {
+      if (cudaDeviceExecutor() != nullptr) return DeviceExecutorMode::kCuda;
+      TH_WARN("THESEUS_DEVICE_EXECUTOR=cuda but this build has no CUDA; device buffers are staged");
+      return DeviceExecutorMode::kOff;
+    }
     if (!v.empty() && strcasecmp(v.c_str(), "off") != 0)
-      TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of off, emulate; the device executor stays off", v.c_str());
+      TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of off, cuda, emulate; the device executor stays off", v.c_str());
     return DeviceExecutorMode::kOff;
   }();
   return mode;

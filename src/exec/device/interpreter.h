@@ -307,6 +307,21 @@ TH_HD Poll pollPlan(Plan& p, Team& team) {
     detail::Action action;
   };
   bool progressed = false;
+  // A device-resident PreMulSum scalar: read once, when the plan starts. Every
+  // thread tests scalarSource before the leader changes it (after the barriers
+  // in share), so the team takes this branch together.
+  if (p.red.scalarSource != nullptr) {
+    Reduction resolved = p.red;
+    uint8_t ok = 1;
+    if (team.leader()) ok = resolveScalar(resolved) ? 1 : 0;
+    ok = team.share(ok);
+    if (team.leader()) {
+      if (ok) p.red = resolved;
+      else p.failure.code = kBadScalar;
+    }
+    team.sync();
+    if (!ok) return Poll::kFailed;
+  }
   for (uint32_t s = 0; s < p.nsteps; ++s) {
     for (uint32_t budget = kMaxPiecesPerVisit; budget > 0; --budget) {
       Decision d{};

@@ -18,6 +18,8 @@
 // from round 1, so all ranks make the same number of bootstrap calls.
 #include <unistd.h>
 
+#include <tuple>
+
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
@@ -220,6 +222,7 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   f.slots = v.slots;
   f.slotBytes = v.slotBytes;
   f.memory = device::MemoryKind::kHost;
+  std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
   return f;
 }
 

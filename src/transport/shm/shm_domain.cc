@@ -166,6 +166,12 @@ Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel) {
   return f;
 }
 
+std::pair<void*, size_t> ShmDomain::segmentOf(int peer, bool send) const {
+  if (!send) return {inbox_->base(), inbox_->size()};
+  Peer* p = findPeer(peer);
+  return p != nullptr ? std::pair<void*, size_t>{p->inbox->base(), p->inbox->size()} : std::pair<void*, size_t>{};
+}
+
 Result<std::unique_ptr<SendConnection>> ShmDomain::connectSend(int peer, int channel, ConnectionCounters* counters,
                                                                bool useDirect) {
   TH_ASSIGN(shm::FifoView f, sendFifo(peer, channel));

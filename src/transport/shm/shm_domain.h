@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -72,6 +73,8 @@ class ShmDomain {
   // The FIFOs themselves (pages populated), for users other than the connection objects.
   Result<shm::FifoView> sendFifo(int peer, int channel);
   Result<shm::FifoView> recvFifo(int peer, int channel);
+  // The mapping holding the FIFOs to `peer` (its inbox) or from it (this rank's inbox).
+  std::pair<void*, size_t> segmentOf(int peer, bool send) const;
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters,
                                                       RegionCache* regions);
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "transport/doorbell.h"
+#include "transport/fifo_layout.h"
 
 namespace theseus::transport::shm {
 
@@ -51,30 +52,6 @@ struct alignas(64) InboxHeader {
   uint64_t totalBytes;
   DoorbellWord bell;        // the owner's doorbell
 };
-
-struct alignas(64) FifoControl {
-  alignas(64) std::atomic<uint64_t> head;
-  alignas(64) std::atomic<uint64_t> tail;
-};
-
-enum SlotKind : uint32_t {
-  kSlotInline = 1,         // payload in the slot
-  kSlotDirectRegion = 2,   // payload in a region of the SharedMemoryRegistry of process `pid`
-  kSlotDirectAddress = 3,  // payload at `address` in the receiver's own process (same address space)
-};
-
-struct alignas(64) SlotHeader {
-  uint64_t bytes;
-  uint32_t tag;
-  uint32_t kind;
-  int32_t pid;
-  int32_t fd;
-  uint64_t regionId;
-  uint64_t offset;
-  uint64_t regionBytes;
-  uint64_t address;
-};
-static_assert(sizeof(SlotHeader) == 64 && sizeof(FifoControl) == 128);
 
 inline size_t controlStride(uint32_t slots) { return sizeof(FifoControl) + slots * sizeof(SlotHeader); }
 

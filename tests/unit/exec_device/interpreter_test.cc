@@ -15,7 +15,7 @@
 #include "exec/rank_template.h"
 #include "schedule/analysis.h"
 #include "schedule/builtins.h"
-#include "transport/shm/shm_layout.h"
+#include "transport/fifo_layout.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::exec {

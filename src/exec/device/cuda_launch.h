@@ -1,0 +1,32 @@
+// The boundary between the CUDA executor's host code and its kernel
+// (cuda_kernel.cu): what one thread block runs and how it reports back.
+// Plain data in memory the GPU can address (pinned, mapped host memory).
+#pragma once
+
+#include <cstdint>
+
+#include "exec/device/dev_plan.h"
+#include "nccl.h"
+
+namespace theseus::exec::dev {
+
+// What a lane's block writes when it stops.
+struct LaneResult {
+  uint32_t state = 0;       // 0 running, 1 done, 2 failed, 3 aborted, 4 stalled
+  uint32_t failedPlan = 0;  // index of the plan that failed
+};
+
+// One thread block's work: a lane of plans run in order.
+struct LaneLaunch {
+  Plan* plans = nullptr;
+  uint32_t nplans = 0;
+  const uint32_t* abortWord = nullptr;  // non-zero: stop (ncclCommAbort)
+  uint64_t stallNs = 0;                 // no progress for this long: stop with state 4 (0: never)
+  LaneResult* result = nullptr;
+};
+
+// Launches one block of `threads` threads per lane on `stream`; returns the
+// cudaError_t of the launch as an int (0: queued).
+int launchLanes(LaneLaunch* lanes, uint32_t nlanes, uint32_t threads, cudaStream_t stream);
+
+}  // namespace theseus::exec::dev
