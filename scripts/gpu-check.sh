@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# GPU check, run in one go on a machine with an NVIDIA GPU (see README):
+# GPU check, run in one go on a machine with an NVIDIA GPU (see README and docs/cuda-executor.md):
 #   1. build with CUDA (build-gpu/), only the targets the check needs;
-#   2. the GPU tests (CTest label "gpu");
-#   3. the harness on GPU buffers (all_reduce_perf / all_gather_perf, 1 and 2 ranks, -c 1);
-#   4. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
+#   2. the GPU tests (CUDA driver leaf, device buffers through the staging and the CUDA executor, graph capture);
+#   3. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
+#      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda);
+#   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it;
+#   5. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,17 +40,38 @@ else
 phase build 420 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DTHESEUS_SKIP_TEST_DIRS='mp/collectives|schedule_user|mp/user_schedules|bench' >/dev/null && \
   cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
-    gpu_device_buffers_test device_cuda_driver_test"
+    gpu_device_buffers_test device_cuda_driver_test d2d_bandwidth reduce_perf broadcast_perf reduce_scatter_perf \
+    alltoall_perf gather_perf scatter_perf"
 build_ok=$?
 fi
 
 if [[ $build_ok -eq 0 ]]; then
   phase gpu-tests 100 bash -c "$BUILD/bin/device_cuda_driver_test && $BUILD/bin/gpu_device_buffers_test"
-  phase harness-gpu 100 bash -c "
-    $BUILD/bin/theseus-run -np 1 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
-    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 8 -c 1 -n 5 &&
-    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_gather_perf -b 8 -e 16M -f 8 -c 1 -n 5 &&
-    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/sendrecv_perf -b 8 -e 16M -f 8 -c 1 -n 5"
+  # Every collective and datatype with results checked, on 1, 2 and 4 ranks of GPU 0, with both device paths.
+  matrix() {  # executor
+    local exe=$1 n coll
+    for n in 1 2 4; do
+      for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
+        env THESEUS_DEVICE_EXECUTOR=$exe $BUILD/bin/theseus-run -np $n --timeout 60 -- \
+          $BUILD/bin/${coll}_perf -b 8 -e 1M -f 32 -d all -c 1 -n 2 -w 1 > "$LOG_DIR/matrix-$exe-$coll-$n.log" 2>&1 ||
+          { echo "FAILED: $exe $coll -np $n"; tail -n 20 "$LOG_DIR/matrix-$exe-$coll-$n.log"; return 1; }
+        grep -q "Out of bounds values : 0 OK" "$LOG_DIR/matrix-$exe-$coll-$n.log" ||
+          { echo "WRONG RESULTS: $exe $coll -np $n"; return 1; }
+      done
+    done
+    echo "every collective and datatype correct on 1, 2, 4 ranks ($exe)"
+  }
+  export -f matrix
+  export BUILD LOG_DIR
+  phase harness-staging 150 bash -c "matrix off"
+  phase harness-cuda 150 bash -c "matrix cuda"
+  # The roofline and the large-message numbers, in the same run.
+  phase roofline 120 bash -c "
+    $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
+    for exe in off cuda; do for coll in all_reduce all_gather reduce_scatter; do
+      THESEUS_DEVICE_EXECUTOR=\$exe $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
+        -d bfloat16 -n 5 -w 2 | grep -E '^ +[0-9]+ ' | sed \"s/^/\$exe \$coll: /\"
+    done; done"
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     phase torch-smoke 120 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \
       python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29517 scripts/torch_smoke.py

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "mp_test.h"
@@ -144,4 +145,51 @@ TEST(Gpu, DeviceScalarPreMulSumAndGroupedReuse) {
 TEST(Gpu, DeviceBufferCollectives) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n));
+}
+
+// The same through the CUDA executor (the interpreter kernel on the stream).
+theseus::test::SpawnOptions cudaExecutor() {
+  theseus::test::SpawnOptions o;
+  o.env["THESEUS_DEVICE_EXECUTOR"] = "cuda";
+  o.timeoutSec = 180;
+  return o;
+}
+
+TEST(GpuCudaExecutor, DeviceBufferCollectives) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n, cudaExecutor()));
+}
+
+TEST(GpuCudaExecutor, DeviceScalarPreMulSumAndGroupedReuse) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("device_scalar_and_reuse", n, cudaExecutor()));
+}
+
+// Capturing into a CUDA graph is refused with a clear error (not yet supported), and
+// the stream and communicator stay usable.
+THESEUS_RANK_FN(capture_refused) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  float* buf;
+  CUDA_OK(cudaMalloc(&buf, 1024 * sizeof(float)));
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ncclResult_t r = ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, stream);
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  RANK_CHECK(r == ncclInvalidUsage);
+  RANK_CHECK(strstr(ncclGetLastError(comm), "CUDA graph") != nullptr);
+  if (graph != nullptr) CUDA_OK(cudaGraphDestroy(graph));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaFree(buf));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+TEST(Gpu, GraphCaptureIsRefusedClearly) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1));
+  EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1, cudaExecutor()));
 }

@@ -190,6 +190,11 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
     for (Plan* p : lane.plans) {
       TH_ASSIGN(CommState * c, commOf(*p));
       if (!c->failure.isOk()) return c->failure;
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      TH_CHECK(cudaCheck(cudaStreamIsCapturing(p->stream, &capture), "cudaStreamIsCapturing"));
+      if (capture != cudaStreamCaptureStatusNone)
+        return invalidUsage("%s: capturing Theseus operations into a CUDA graph is not supported yet (a replay would "
+                            "reuse one launch's plan images and run state)", p->describe().c_str());
       if (p->stream != lane.plans.front()->stream)
         return invalidUsage("%s: one communicator's operations in a group use different streams; the CUDA executor "
                             "needs one stream per communicator and group", p->describe().c_str());
