@@ -16,23 +16,60 @@
 namespace theseus::comm {
 namespace {
 
-// Where each operation's buffers live. Processes that never loaded the CUDA
-// driver pay one cheap check per group.
-void classifyMemory(std::vector<CommOps>& work) {
+// Where each operation's buffers live (processes that never loaded the CUDA
+// driver pay one cheap check per group), and what only that tells: a device
+// buffer of another device than the communicator's, a stream of another
+// context, and a group that mixes device buffers with pageable host memory (no
+// kernel can reach that memory; NCCL would fault). Each is refused before
+// anything runs.
+Status classifyMemory(std::vector<CommOps>& work) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
-  if (cuda == nullptr) return;  // no device memory can exist
+  if (cuda == nullptr) return Status::ok();  // no device memory can exist
+  const OpDesc* pageable = nullptr;
+  const OpDesc* onDevice = nullptr;
   for (auto& w : work) {
+    const int n = w.comm->nranks();
     for (auto& op : w.ops) {
       op.sendMemory = cuda->memoryKind(op.sendbuff);
       op.recvMemory = op.recvbuff == op.sendbuff ? op.sendMemory : cuda->memoryKind(op.recvbuff);
+      const size_t esz = exec::typeSize(op.type);
+      const bool coll = op.kind == OpDesc::Kind::kCollective;
+      const size_t sendBytes = op.count * esz * (coll ? schedule::inputBlocks(op.collective, n) : 1);
+      const size_t recvBytes = op.count * esz * (coll ? schedule::outputBlocks(op.collective, n) : 1);
+      struct Buf {
+        const void* p;
+        size_t bytes;
+        device::MemoryKind kind;
+        const char* name;
+      };
+      const Buf bufs[] = {{op.sendbuff, sendBytes, op.sendMemory, "sendbuff"},
+                          {op.recvbuff, recvBytes, op.recvMemory, "recvbuff"}};
+      for (const Buf& b : bufs) {
+        if (b.p == nullptr || b.bytes == 0) continue;
+        if (b.kind == device::MemoryKind::kHost) pageable = &op;
+        if (b.kind != device::MemoryKind::kDevice) continue;
+        onDevice = &op;
+        const int dev = cuda->deviceOf(b.p);
+        if (w.comm->cudaDev() >= 0 && dev >= 0 && dev != w.comm->cudaDev())
+          return invalidArgument("%s %p is memory of CUDA device %d, but the communicator (rank %d) belongs to device %d",
+                                 b.name, b.p, dev, w.comm->rank(), w.comm->cudaDev());
+      }
+      if (onDevice == &op && !cuda->streamInCurrentContext(op.stream))
+        return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
+                            static_cast<void*>(op.stream));
     }
   }
+  if (onDevice != nullptr && pageable != nullptr)
+    return invalidUsage("a group mixes device buffers and pageable host memory (one operation's buffer at %p): device "
+                        "code cannot reach pageable memory; use device buffers, or pinned host memory "
+                        "(cudaHostAlloc/cudaHostRegister)",
+                        pageable->sendMemory == device::MemoryKind::kHost ? pageable->sendbuff : pageable->recvbuff);
+  return Status::ok();
 }
-
 }  // namespace
 
 Status executeOps(std::vector<CommOps>& work) {
-  classifyMemory(work);
+  TH_CHECK(classifyMemory(work));
   thread_local std::vector<exec::Lane> lanes;
   lanes.resize(work.size());
   device::MemoryKindMask memory = 0;

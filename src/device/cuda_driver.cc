@@ -16,7 +16,7 @@ namespace theseus::device {
 // Driver types, as plain integers and pointers (CUresult is an int enum).
 using CuResult = int;
 using CuDevicePtr = unsigned long long;
-enum : int { kAttrMemoryType = 2 };             // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+enum : int { kAttrMemoryType = 2, kAttrDeviceOrdinal = 9 };  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _DEVICE_ORDINAL
 enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2, kMemTypeArray = 3, kMemTypeUnified = 4 };
 
 struct DriverLoader {
@@ -36,6 +36,7 @@ struct DriverLoader {
     d->ctxGetCurrent_ = dlsym(h, "cuCtxGetCurrent");
     d->ctxGetDevice_ = dlsym(h, "cuCtxGetDevice");
     d->deviceGetCount_ = dlsym(h, "cuDeviceGetCount");
+    d->streamGetCtx_ = dlsym(h, "cuStreamGetCtx");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
@@ -107,6 +108,24 @@ MemoryKind CudaDriver::memoryKind(const void* p) const {
   if (type == kMemTypeDevice || type == kMemTypeArray) return MemoryKind::kDevice;
   // Managed (unified) memory is host-accessible; page-locked host memory is what the driver reports as host.
   return type == kMemTypeHost ? MemoryKind::kHostPinned : MemoryKind::kHost;
+}
+
+int CudaDriver::deviceOf(const void* p) const {
+  if (memoryKind(p) != MemoryKind::kDevice) return -1;
+  int ordinal = -1;
+  auto fn = reinterpret_cast<CuResult (*)(void*, int, CuDevicePtr)>(pointerGetAttribute_);
+  if (fn(&ordinal, kAttrDeviceOrdinal, reinterpret_cast<CuDevicePtr>(p)) != 0) return -1;
+  return ordinal;
+}
+
+bool CudaDriver::streamInCurrentContext(cudaStream_t stream) const {
+  // NULL, cudaStreamLegacy (1) and cudaStreamPerThread (2) are valid in any context.
+  if (stream == nullptr || reinterpret_cast<uintptr_t>(stream) <= 2 || streamGetCtx_ == nullptr) return true;
+  void* streamCtx = nullptr;
+  void* current = nullptr;
+  if (reinterpret_cast<CuResult (*)(void*, void**)>(streamGetCtx_)(stream, &streamCtx) != 0) return false;
+  if (reinterpret_cast<CuResult (*)(void**)>(ctxGetCurrent_)(&current) != 0) return true;  // cannot tell
+  return current == nullptr || streamCtx == current;
 }
 
 Status CudaDriver::copyToHost(void* dst, const void* src, size_t bytes) const {

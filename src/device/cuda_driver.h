@@ -33,6 +33,11 @@ class CudaDriver {
   // Where `p` lives. Memory the driver does not know (plain malloc, shared
   // segments) is kHost; NULL is kHost.
   MemoryKind memoryKind(const void* p) const;
+  // The CUDA device whose memory `p` is, or -1 when it is not device memory.
+  int deviceOf(const void* p) const;
+  // True when `stream` belongs to the calling thread's current context (the
+  // legacy and per-thread default streams always do).
+  bool streamInCurrentContext(cudaStream_t stream) const;
   // True when `p` is device memory the host cannot dereference directly.
   bool isDevicePointer(const void* p) const { return memoryKind(p) == MemoryKind::kDevice; }
   Status copyToHost(void* dst, const void* src, size_t bytes) const;
@@ -52,7 +57,8 @@ class CudaDriver {
   using Fn = void*;
   Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoD_ = nullptr,
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
-     getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr;
+     getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr,
+     streamGetCtx_ = nullptr;
   friend struct DriverLoader;
 };
 

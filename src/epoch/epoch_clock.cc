@@ -102,6 +102,17 @@ Status EpochClock::advance(uint64_t seq) {
       Status s = hooks_.report ? hooks_.report(seq) : Status::ok();
       lock.lock();
       if (!s.isOk()) {
+        // Below the horizon the lease still covers this collective: the leader
+        // may simply have finished its last collective and left (a broadcast
+        // root destroys its communicator while the others still receive). Only
+        // a rank that must wait at the horizon needs the leader; that wait fails
+        // then, through the health hook, naming the departed leader.
+        if (!atHorizon) {
+          TH_INFO(log::kEpoch, "collective #%llu: could not report progress to the leader (%s); the lease still "
+                               "covers it",
+                  static_cast<unsigned long long>(seq), s.message().c_str());
+          continue;
+        }
         failLocked(s.withContext("epoch: reporting progress to the leader"));
         return failure_;
       }

@@ -188,6 +188,42 @@ THESEUS_RANK_FN(capture_refused) {
   return 0;
 }
 
+// Bad input that only memory classification shows: nothing runs, and the
+// communicator keeps working.
+THESEUS_RANK_FN(bad_device_input) {
+  CUDA_OK(cudaSetDevice(0));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  float* dev;
+  CUDA_OK(cudaMalloc(&dev, 4096 * sizeof(float)));
+  std::vector<float> host(4096, 1.0f);
+  // Device send buffer, pageable host receive buffer.
+  RANK_CHECK(ncclAllReduce(dev, host.data(), 4096, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);
+  RANK_CHECK(strstr(ncclGetLastError(comm), "pageable host memory") != nullptr);
+  int ndev = 0;
+  CUDA_OK(cudaGetDeviceCount(&ndev));
+  if (ndev > 1) {  // a buffer of another device than the communicator's
+    CUDA_OK(cudaSetDevice(1));
+    float* other;
+    CUDA_OK(cudaMalloc(&other, 4096 * sizeof(float)));
+    CUDA_OK(cudaSetDevice(0));
+    RANK_CHECK(ncclAllReduce(other, other, 4096, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(strstr(ncclGetLastError(comm), "CUDA device 1") != nullptr);
+    CUDA_OK(cudaFree(other));
+  }
+  // Still usable.
+  RANK_NCCL(ncclAllReduce(dev, dev, 4096, ncclFloat, ncclSum, comm, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaFree(dev));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(Gpu, BadDeviceInputIsRefusedBeforeAnythingRuns) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("bad_device_input", n));
+}
+
 TEST(Gpu, GraphCaptureIsRefusedClearly) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1));
