@@ -1,4 +1,5 @@
-// Unique ids and the communicator lifecycle.
+// Unique ids and the communicator lifecycle (init, split, shrink, grow,
+// suspend and resume, finalize, destroy, abort, revoke).
 #include "api/guard.h"
 #include "comm/lifecycle.h"
 
@@ -83,5 +84,48 @@ NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
     comm::Communicator* c;
     TH_ASSIGN(c, comm::fromHandle(comm));
     return comm::commRevoke(c, revokeFlags);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return TH_API_GUARD({
+    comm::Communicator* c;
+    TH_ASSIGN(c, comm::fromHandle(comm));
+    return comm::commGetUniqueId(c, uniqueId);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+         ncclComm_t* newcomm, ncclConfig_t* config) {
+  return TH_API_GUARD({
+    comm::Communicator* parent = nullptr;
+    if (comm != nullptr) {
+      TH_ASSIGN(parent, comm::fromHandle(comm));
+    }
+    return comm::commGrow(parent, nRanks, uniqueId, rank, newcomm, config);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
+  return TH_API_GUARD({
+    comm::Communicator* c;
+    TH_ASSIGN(c, comm::fromHandle(comm));
+    return comm::commSuspend(c, flags);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+  return TH_API_GUARD({
+    comm::Communicator* c;
+    TH_ASSIGN(c, comm::fromHandle(comm));
+    return comm::commResume(c);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  return TH_API_GUARD({
+    comm::Communicator* c;
+    TH_ASSIGN(c, comm::fromHandle(comm));
+    return comm::commMemStats(c, stat, value);
   });
 }

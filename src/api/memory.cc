@@ -58,10 +58,13 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
          int winFlags) {
   return TH_API_GUARD({
+    // NCCL 2.29 and later: *win is NULL unless a window was made; an empty buffer is an error.
+    if (win == nullptr) return theseus::invalidArgument("win is NULL");
+    *win = nullptr;
     comm::CollectiveEngine* e;
     TH_ASSIGN(e, readyEngine(comm));
-    if (buff == nullptr || size == 0) return Status::ok();  // NCCL: success without writing *win
-    if (win == nullptr) return theseus::invalidArgument("win is NULL");
+    if (buff == nullptr || size == 0)
+      return theseus::invalidArgument("buffer %p of %zu bytes is invalid (NULL or empty)", buff, size);
     return e->registerWindow(buff, size, win, winFlags);
   });
 }
@@ -73,6 +76,17 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
     TH_ASSIGN(e, readyEngine(comm));
     if (win == nullptr) return Status::ok();
     return e->deregisterWindow(win);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  return TH_API_GUARD({
+    if (outUserPtr == nullptr) return theseus::invalidArgument("outUserPtr is NULL");
+    *outUserPtr = nullptr;
+    comm::CollectiveEngine* e;
+    TH_ASSIGN(e, readyEngine(comm));
+    TH_ASSIGN(*outUserPtr, e->windowUserPtr(win));
+    return Status::ok();
   });
 }
 

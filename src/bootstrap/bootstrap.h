@@ -112,7 +112,9 @@ class Bootstrap {
 
 // ncclGetUniqueId: with NCCL_COMM_ID set, encodes that address (no listener);
 // otherwise starts a root listener thread for one communicator creation.
-Status createUniqueId(ncclUniqueId* out);
+// `ignoreCommIdEnv` always starts a root (ncclCommGetUniqueId: the fixed
+// NCCL_COMM_ID address belongs to the first creation, not to a later one).
+Status createUniqueId(ncclUniqueId* out, bool ignoreCommIdEnv = false);
 
 // ncclCommInitRank / ncclCommInitRankScalable (nIds roots).
 Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, int nIds, int rank, int nranks,

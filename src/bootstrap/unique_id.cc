@@ -80,10 +80,10 @@ int ranksOfRoot(int root, int nranks, int nRoots) {
   return base + (root < extra ? 1 : 0);
 }
 
-Status createUniqueId(ncclUniqueId* out) {
+Status createUniqueId(ncclUniqueId* out, bool ignoreCommIdEnv) {
   if (out == nullptr) return invalidArgument("uniqueId is NULL");
   RootId id;
-  if (std::string env = commIdFromEnv(); !env.empty()) {
+  if (std::string env = ignoreCommIdEnv ? std::string() : commIdFromEnv(); !env.empty()) {
     int family;
     TH_ASSIGN(family, socketFamilyFromEnv());
     auto addr = SockAddr::parse(env, family);

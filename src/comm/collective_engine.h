@@ -59,6 +59,21 @@ class CollectiveEngine {
   virtual Status deregisterBuffer(void* handle) = 0;
   virtual Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) = 0;
   virtual Status deregisterWindow(ncclWindow_t win) = 0;
+  // The buffer a window of this communicator was registered with (ncclWinGetUserPtr).
+  virtual Result<void*> windowUserPtr(ncclWindow_t win) const = 0;
+
+  // ---- memory (ncclCommSuspend / ncclCommResume / ncclCommMemStats) ----
+  struct Memory {
+    uint64_t releasable = 0;  // freed by suspend() (executor scratch)
+    uint64_t persistent = 0;  // kept for the communicator's life (transport FIFOs)
+    bool suspended = false;
+  };
+  // Any thread.
+  virtual Memory memory() const = 0;
+  // No operation may be running. suspend() frees the releasable memory when
+  // `releaseMemory` and makes lower() refuse work; resume() allocates it again.
+  virtual Status suspend(bool releaseMemory) = 0;
+  virtual Status resume() = 0;
 
   // ---- control plane views (any thread) ----
   // The epoch service, or null when it is not running (yet).

@@ -25,6 +25,11 @@ struct CommConfig {
   int nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
   int nChannelsPerNetPeer = NCCL_CONFIG_UNDEF_INT;
   bool nvlinkCentricSched = false;
+  // NCCL 2.29 / 2.30 fields.
+  int graphUsageMode = 2;                          // 0 no graphs, 1 one graph, 2 several or mixed
+  int numRmaCtx = 1;                               // one-sided contexts
+  int maxP2pPeers = NCCL_CONFIG_UNDEF_INT;         // undefined: every rank
+  int graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;  // undefined behaves as 1
 };
 
 // `user` may be NULL (defaults, or `inherit` when given: split/shrink).

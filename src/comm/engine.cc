@@ -85,6 +85,9 @@ exec::Plan* Engine::nextPlan() {
 
 // Collectives one plan each; a run of consecutive point-to-point operations one plan.
 Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
+  if (suspended_.load(std::memory_order_acquire))
+    return invalidUsage("communicator %p is suspended (ncclCommSuspend); call ncclCommResume before issuing work",
+                        static_cast<void*>(&comm_));
   plansUsed_ = 0;
   lane->plans.clear();
   lane->memory = 0;
@@ -110,6 +113,46 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     lane->onPlanDone = [t](const exec::Plan& p, uint64_t ns, uint64_t endNs) { t->onPlanDone(p, ns, endNs); };
   else
     lane->onPlanDone = nullptr;
+  return Status::ok();
+}
+
+Status Engine::registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) {
+  return registrations_.registerWindow(&comm_, comm_.rank(), comm_.nranks(), buff, size, win, flags);
+}
+
+Result<void*> Engine::windowUserPtr(ncclWindow_t win) const {
+  const Window* w;
+  TH_ASSIGN(w, registrations_.window(win));
+  return w->userPtr;
+}
+
+CollectiveEngine::Memory Engine::memory() const {
+  Memory m;
+  m.releasable = scratch_.bytes();
+  m.persistent = comm_.transports() != nullptr ? comm_.transports()->memoryBytes() : 0;
+  m.suspended = suspended_.load(std::memory_order_acquire);
+  return m;
+}
+
+// Suspending frees the executor scratch (the only memory lowering grows on
+// demand); resuming allocates the same amount again, so the first collective
+// after a resume costs what it did before the suspend.
+Status Engine::suspend(bool releaseMemory) {
+  if (suspended_.load()) return invalidUsage("communicator %p is already suspended", static_cast<void*>(&comm_));
+  scratchBeforeSuspend_ = releaseMemory ? scratch_.bytes() : 0;
+  if (releaseMemory) scratch_.release();
+  suspended_.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
+Status Engine::resume() {
+  if (!suspended_.load()) return invalidUsage("communicator %p is not suspended", static_cast<void*>(&comm_));
+  if (scratchBeforeSuspend_ > 0) {
+    auto again = scratch_.get(scratchBeforeSuspend_);
+    if (!again.isOk()) return again.status().withContext("ncclCommResume: allocating the executor scratch again");
+  }
+  scratchBeforeSuspend_ = 0;
+  suspended_.store(false, std::memory_order_release);
   return Status::ok();
 }
 

@@ -63,10 +63,13 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
     return registrations_.registerBuffer(buff, size, handle);
   }
   Status deregisterBuffer(void* handle) override { return registrations_.deregisterBuffer(handle); }
-  Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) override {
-    return registrations_.registerWindow(buff, size, win, flags);
-  }
+  Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) override;
   Status deregisterWindow(ncclWindow_t win) override { return registrations_.deregisterWindow(win); }
+  Result<void*> windowUserPtr(ncclWindow_t win) const override;
+
+  Memory memory() const override;
+  Status suspend(bool releaseMemory) override;
+  Status resume() override;
 
   epoch::EpochService* epochs() override { return epochs_.get(); }
   uint64_t nextSeq() const override { return nextSeq_.load(std::memory_order_relaxed); }
@@ -99,6 +102,9 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   transport::LinkEmulation* emulation_ = nullptr;
   std::vector<std::unique_ptr<exec::Plan>> plans_;
   size_t plansUsed_ = 0;
+
+  std::atomic<bool> suspended_{false};
+  size_t scratchBeforeSuspend_ = 0;  // re-allocated by resume()
 
   RedOps redOps_;
   Registrations registrations_;

@@ -202,6 +202,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
   topts.deviceFifos = exec::deviceExecutorMode() != exec::DeviceExecutorMode::kOff;
+  topts.net = comm->config().netName;
   auto transports = transport::createTransportManager(bs, topts);
   if (!transports.isOk()) return failInit(comm, transports.status().withContext("creating the transports"));
   comm->setTransports(transports.take());
@@ -212,9 +213,10 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   comm->setLifecycle(Lifecycle::kReady);
   comm->setAsyncError(ncclSuccess);
   printVersionOnce();
-  TH_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d cudaDev %d commHash %#llx - Init COMPLETE",
+  const std::string& name = comm->config().commName;
+  TH_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d cudaDev %d commHash %#llx%s%s - Init COMPLETE",
           static_cast<void*>(comm), bs.rank(), bs.nranks(), bs.nodeCount(), bs.localRanks().size(), bs.localRank(),
-          cudaDev, static_cast<unsigned long long>(bs.commHash()));
+          cudaDev, static_cast<unsigned long long>(bs.commHash()), name.empty() ? "" : " commName ", name.c_str());
   return Status::ok();
 }
 

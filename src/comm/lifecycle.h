@@ -1,5 +1,5 @@
 // Communicator lifecycle: the implementation behind ncclGetUniqueId,
-// ncclCommInit*, split, shrink, finalize, destroy, abort and revoke, with
+// ncclCommInit*, split, shrink, grow, finalize, destroy, abort and revoke, with
 // NCCL's semantics (group deferral, non-blocking configs, argument checks).
 #pragma once
 
@@ -17,6 +17,14 @@ Status commInitAll(ncclComm_t* comms, int ndev, const int* devlist);
 Status commSplit(Communicator* parent, int color, int key, ncclComm_t* newcomm, const ncclConfig_t* config);
 Status commShrink(Communicator* parent, const int* excludeRanks, int excludeCount, ncclComm_t* newcomm,
                   const ncclConfig_t* config, int flags);
+// ncclCommGetUniqueId / ncclCommGrow (lifecycle_grow.cc): `parent` is NULL on a joining rank.
+Status commGetUniqueId(Communicator* comm, ncclUniqueId* id);
+Status commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm,
+                const ncclConfig_t* config);
+// ncclCommSuspend / Resume / MemStats (lifecycle_suspend.cc).
+Status commSuspend(Communicator* comm, int flags);
+Status commResume(Communicator* comm);
+Status commMemStats(Communicator* comm, ncclCommMemStat_t stat, uint64_t* value);
 Status commFinalize(Communicator* comm);
 Status commDestroy(Communicator* comm);
 Status commAbort(Communicator* comm);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "comm/communicator.h"
 #include "common/deadline.h"
@@ -36,6 +37,7 @@ struct Communicator::LifecycleState {
   bool revoked = false;            // guarded by mu
   bool dead = false;               // guarded by mu: resources released, handle invalid
   uint64_t childSeq = 0;           // guarded by mu: split/shrink calls so far (same order on every rank)
+  std::optional<ncclUniqueId> pendingGrowId;  // guarded by mu: issued by ncclCommGetUniqueId, not yet grown with
   std::atomic<bool> closing{false};  // destroy/abort started: no new jobs or operations
   std::atomic<int> opsInFlight{0};
   // Ends bootstrap waits (init, split, shrink). Only ncclCommAbort sets it: revoke and

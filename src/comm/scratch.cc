@@ -7,8 +7,8 @@
 namespace theseus::comm {
 
 Result<char*> ScratchArena::get(size_t bytes) {
-  if (bytes <= bytes_) return static_cast<char*>(base_);
-  size_t want = std::max(bytes, bytes_ * 2);
+  if (bytes <= bytes_.load()) return static_cast<char*>(base_);
+  size_t want = std::max(bytes, bytes_.load() * 2);
   release();
   void* p;
   TH_ASSIGN(p, transport::allocShared(want));

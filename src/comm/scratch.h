@@ -4,6 +4,7 @@
 // doubling, reused by every collective, freed at shutdown.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 #include "common/status.h"
@@ -16,10 +17,12 @@ class ScratchArena {
   // At least `bytes` of scratch (valid until the next call that grows it).
   Result<char*> get(size_t bytes);
   void release();
+  // Bytes allocated now (any thread).
+  size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   void* base_ = nullptr;
-  size_t bytes_ = 0;
+  std::atomic<size_t> bytes_{0};
 };
 
 }  // namespace theseus::comm

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "common/env.h"
@@ -31,6 +32,19 @@ void warnInvalid(const char* name, const char* value, const std::string& def) {
 void registerKnob(const KnobInfo* info) {
   std::lock_guard<std::mutex> lock(registryMutex());
   registry().push_back(info);
+}
+
+const KnobInfo* findKnob(const char* name) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  for (const KnobInfo* k : registry())
+    if (strcmp(k->name, name) == 0) return k;
+  return nullptr;
+}
+
+std::optional<std::string> knobValueText(const KnobInfo& info) {
+  if (const char* v = env::get(info.name)) return std::string(v);
+  if (info.type == KnobType::kString && info.defaultText.empty()) return std::nullopt;
+  return info.defaultText;
 }
 
 std::vector<const KnobInfo*> allKnobs() {

@@ -29,6 +29,11 @@ struct KnobInfo {
 
 // All knobs linked into this binary, sorted by name.
 std::vector<const KnobInfo*> allKnobs();
+// The knob called `name` (exact), or null.
+const KnobInfo* findKnob(const char* name);
+// Its value now as text (the environment's, else the default); nullopt when
+// unset without a default.
+std::optional<std::string> knobValueText(const KnobInfo& info);
 // Registers a knob (called by the knob constructors). Duplicate names are a bug and abort at startup
 // of the test that checks the registry, not in the library.
 void registerKnob(const KnobInfo* info);

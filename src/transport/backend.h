@@ -77,6 +77,8 @@ class Backend {
   }
   // Short description for the set-up log line ("3 peers").
   virtual std::string summary() const { return ""; }
+  // Bytes of communication memory this backend allocated for the communicator.
+  virtual uint64_t memoryBytes() const { return 0; }
 };
 
 }  // namespace theseus::transport

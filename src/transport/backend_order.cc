@@ -27,7 +27,7 @@ Status checkNetwork(const TransportConfig& config) {
     if (strcasecmp(config.net.c_str(), n) == 0) return Status::ok();
   std::string available;
   for (const char* n : kNetworks) available += (available.empty() ? "" : ", ") + std::string(n);
-  return invalidUsage("NCCL_NET=%s: no such network in Theseus (available: %s)", config.net.c_str(),
+  return invalidUsage("NCCL_NET/netName '%s': no such network in Theseus (available: %s)", config.net.c_str(),
                       available.c_str());
 }
 

@@ -17,9 +17,6 @@ const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-mem
 const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
                            "1 disables GPU peer-to-peer transports (CUDA IPC); Theseus has none yet, so it changes "
                            "nothing today");
-const StringKnob kNet("NCCL_NET", nullptr,
-                      "The network backend between hosts, by NCCL's name (case-insensitive): 'Socket'. Init fails "
-                      "when it names a network Theseus does not have");
 const StringKnob kNetPlugin("NCCL_NET_PLUGIN", nullptr,
                             "An NCCL net plugin to load ('none': none). Theseus does not load net plugins yet: a "
                             "name is reported once and the internal Socket network is used");
@@ -124,7 +121,6 @@ Result<TransportConfig> readTransportConfig() {
   c.socketSendBuf = static_cast<int>(snd);
   c.socketRecvBuf = static_cast<int>(rcv);
 
-  c.net = kNet.get();
   c.netPlugin = kNetPlugin.get();
   c.p2pDisable = kP2pDisable.get();
 

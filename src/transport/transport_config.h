@@ -38,7 +38,7 @@ struct TransportConfig {
   int socketRecvBuf = -1;
 
   // Backend choice (backend_order.h).
-  std::string net;        // NCCL_NET: the network backend by NCCL's name ("Socket"); empty: the first available
+  std::string net;        // ncclConfig_t.netName / NCCL_NET (TransportOptions::net): by NCCL's name ("Socket"); empty: any
   std::string netPlugin;  // NCCL_NET_PLUGIN (not loaded yet: reported once)
   bool p2pDisable = false;  // NCCL_P2P_DISABLE: no GPU peer-to-peer backend (none exists yet)
 
@@ -48,7 +48,7 @@ struct TransportConfig {
 };
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
-// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET, NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
+// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
 // NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_SNDBUF/RCVBUF;
 // THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
 Result<TransportConfig> readTransportConfig();

@@ -38,6 +38,8 @@ struct TransportOptions {
   // Backends by name, in order ("shm", "socket"); empty: the configured order
   // (backend_order.h). Must be equal on all ranks (tests pick backends this way).
   std::vector<std::string> backends;
+  // The network backend by NCCL's name (ncclConfig_t.netName, NCCL_NET wins); empty: the first available.
+  std::string net;
   // Also set up FIFOs for the device executor with every local peer (collective: equal on all ranks).
   bool deviceFifos = false;
 };
@@ -73,6 +75,10 @@ class TransportManager {
     (void)send;
     return invalidUsage("no device FIFOs with rank %d", peer);
   }
+
+  // Bytes of communication memory (FIFOs, staging) the transports allocated;
+  // it stays allocated for the communicator's life (ncclCommMemStats' Persist).
+  virtual uint64_t memoryBytes() const { return 0; }
 
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }

@@ -31,6 +31,7 @@ void wakeManager(void* ctx) { static_cast<TransportManagerImpl*>(ctx)->wakeLocal
 TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const TransportOptions& options,
                                            const TransportConfig& config)
     : boot_(boot), options_(options), config_(config) {
+  config_.net = options.net;
   rank_ = boot.rank();
   nranks_ = boot.nranks();
   channels_ = std::max(1, options.maxChannels);
@@ -251,6 +252,12 @@ void TransportManagerImpl::waitPolling(std::vector<struct pollfd>& fds, uint32_t
   pollSleepers_.fetch_sub(1, std::memory_order_seq_cst);
   uint64_t drain;
   (void)!read(wakeFd_, &drain, sizeof(drain));
+}
+
+uint64_t TransportManagerImpl::memoryBytes() const {
+  uint64_t bytes = deviceFifos_ ? deviceFifos_->memoryBytes() : 0;
+  for (const auto& b : backends_) bytes += b->memoryBytes();
+  return bytes;
 }
 
 Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool send) {

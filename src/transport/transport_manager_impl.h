@@ -37,6 +37,7 @@ class TransportManagerImpl final : public TransportManager {
   PeerStats stats(int peer) const override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
+  uint64_t memoryBytes() const override;
   // Installs THESEUS_EMULATE's rules (before any connection exists).
   void setEmulation(std::unique_ptr<LinkEmulation> e) { emulation_ = std::move(e); }
 

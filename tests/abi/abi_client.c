@@ -11,7 +11,8 @@
  *
  * Every expectation except the device-API stubs (and Theseus' non-empty
  * last-error texts) was checked against NVIDIA's library: 2.28.9 for the
- * calls that need no GPU, 2.28.3 on an H200 for ncclMemAlloc/ncclMemFree and
+ * calls that need no GPU (the version and the text of ncclTimeout are 2.30.7's),
+ * 2.28.3 on an H200 for ncclMemAlloc/ncclMemFree and
  * ncclCommSplit, where NCCL initialises CUDA before it checks arguments.
  */
 #define _GNU_SOURCE 1
@@ -92,17 +93,20 @@ static void versionAndStrings(void) {
       "NCCL operation in progress",
   };
   int version = 0, i;
-  check(ncclGetVersion(&version) == ncclSuccess && version == 22809, "ncclGetVersion == 22809");
-  check(version == NCCL_VERSION_CODE && version == NCCL_VERSION(2, 28, 9), "version matches the header's macros");
+  /* Theseus implements NCCL 2.30.7; programs built against 2.28.9 ... 2.30.7
+   * headers see a runtime at least as new as their header. */
+  check(ncclGetVersion(&version) == ncclSuccess && version == 23007, "ncclGetVersion == 23007");
+  check(version >= NCCL_VERSION_CODE && version == NCCL_VERSION(2, 30, 7), "the runtime is at least the header's version");
   version = 0;
-  check(pncclGetVersion(&version) == ncclSuccess && version == 22809, "pncclGetVersion (profiling alias) works");
+  check(pncclGetVersion(&version) == ncclSuccess && version == 23007, "pncclGetVersion (profiling alias) works");
   for (i = 0; i < 8; ++i) {
     char what[96];
     const char* s = ncclGetErrorString((ncclResult_t)i);
     snprintf(what, sizeof what, "ncclGetErrorString(%d) is NCCL's text", i);
     check(s != NULL && strcmp(s, kStrings[i]) == 0, what);
   }
-  check(strcmp(ncclGetErrorString(ncclNumResults), "unknown result code") == 0, "ncclGetErrorString(8)");
+  check(strcmp(ncclGetErrorString((ncclResult_t)8), "timeout") == 0, "ncclGetErrorString(8) (ncclTimeout, 2.30)");
+  check(strcmp(ncclGetErrorString((ncclResult_t)9), "unknown result code") == 0, "ncclGetErrorString(9)");
   check(strcmp(ncclGetErrorString((ncclResult_t)15), "unknown result code") == 0, "ncclGetErrorString(15)");
   check(strcmp(pncclGetErrorString(ncclInvalidUsage), kStrings[5]) == 0, "pncclGetErrorString");
   check(ncclGetLastError(NULL) != NULL, "ncclGetLastError(NULL) is never NULL");

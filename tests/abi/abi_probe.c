@@ -2,10 +2,16 @@
  * ABI layout probe: prints every size, alignment, field offset, enum value
  * and macro value of nccl.h that a compiled program depends on, one fact per
  * line. It is compiled against our include/nccl.h and against NVIDIA's
- * reference nccl.h (which pulls in cuda_runtime.h), in C and in C++; the test
- * (compare_probes.cmake) requires the outputs to be identical. The C++ build
- * also prints the type of every API function (its mangled type name), which
- * proves the prototypes are the same down to const and pointer levels.
+ * reference nccl.h (which pulls in cuda_runtime.h), in C and in C++. The C++
+ * build also prints the type of every API function (its mangled type name),
+ * which proves the prototypes are the same down to const and pointer levels.
+ *
+ * The reference is NVIDIA's 2.28.9 header; ours declares 2.30.7. What 2.29 and
+ * 2.30 added is printed under NCCL_VERSION_CODE guards, and what they changed
+ * prints different values: compare_probes.cmake requires every line of the
+ * reference to be printed unchanged by ours, except the facts listed in
+ * nccl-2.30.7-layout.txt, which ours must print exactly as listed there (the
+ * sizes and offsets NVIDIA's 2.30.7 header compiles to).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -32,7 +38,11 @@ static void structs(void) {
   SIZE(ncclComm_t);
   SIZE(ncclWindow_t);
   SIZE(cudaStream_t);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 7)
+  SIZE(struct ncclConfig_v23000);
+#else
   SIZE(struct ncclConfig_v22800);
+#endif
   SIZE(ncclConfig_t);
   FIELD(ncclConfig_t, size);
   FIELD(ncclConfig_t, magic);
@@ -51,6 +61,22 @@ static void structs(void) {
   FIELD(ncclConfig_t, nvlsCTAs);
   FIELD(ncclConfig_t, nChannelsPerNetPeer);
   FIELD(ncclConfig_t, nvlinkCentricSched);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+  FIELD(ncclConfig_t, graphUsageMode);
+  FIELD(ncclConfig_t, numRmaCtx);
+  SIZE(ncclWaitSignalDesc_t);
+  FIELD(ncclWaitSignalDesc_t, opCnt);
+  FIELD(ncclWaitSignalDesc_t, peer);
+  FIELD(ncclWaitSignalDesc_t, sigIdx);
+  FIELD(ncclWaitSignalDesc_t, ctx);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  FIELD(ncclConfig_t, maxP2pPeers);
+  SIZE(ncclParamHandle_t);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 7)
+  FIELD(ncclConfig_t, graphStreamOrdering);
+#endif
   SIZE(struct ncclSimInfo_v22200);
   SIZE(ncclSimInfo_t);
   FIELD(ncclSimInfo_t, size);
@@ -69,6 +95,9 @@ static void enums(void) {
   ENUMV(ncclInvalidUsage);
   ENUMV(ncclRemoteError);
   ENUMV(ncclInProgress);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  ENUMV(ncclTimeout);
+#endif
   ENUMV(ncclNumResults);
   SIZE(ncclRedOp_dummy_t);
   ENUMV(ncclNumOps_dummy);
@@ -102,6 +131,13 @@ static void enums(void) {
   SIZE(ncclScalarResidence_t);
   ENUMV(ncclScalarDevice);
   ENUMV(ncclScalarHostImmediate);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 7)
+  SIZE(ncclCommMemStat_t);
+  ENUMV(ncclStatGpuMemSuspend);
+  ENUMV(ncclStatGpuMemSuspended);
+  ENUMV(ncclStatGpuMemPersist);
+  ENUMV(ncclStatGpuMemTotal);
+#endif
 }
 
 static void macros(void) {
@@ -130,6 +166,13 @@ static void macros(void) {
   MACRO_INT(NCCL_SHRINK_DEFAULT);
   MACRO_INT(NCCL_SHRINK_ABORT);
   MACRO_INT(NCCL_REVOKE_DEFAULT);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+  MACRO_INT(NCCL_API_MAGIC);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 7)
+  MACRO_INT(NCCL_WIN_STRICT_ORDERING);
+  MACRO_INT(NCCL_SUSPEND_MEM);
+#endif
 }
 
 static void initializers(void) {
@@ -143,6 +186,15 @@ static void initializers(void) {
          c.trafficClass, c.collnetEnable, c.CTAPolicy, c.shrinkShare);
   printf("config.nvlsCTAs=%d nChannelsPerNetPeer=%d nvlinkCentricSched=%d\n", c.nvlsCTAs, c.nChannelsPerNetPeer,
          c.nvlinkCentricSched);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+  printf("config.graphUsageMode=%d numRmaCtx=%d\n", c.graphUsageMode, c.numRmaCtx);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  printf("config.maxP2pPeers=%d\n", c.maxP2pPeers);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 7)
+  printf("config.graphStreamOrdering=%d\n", c.graphStreamOrdering);
+#endif
   printf("siminfo.size=%zu magic=0x%x version=%u estimatedTime=%a\n", s.size, s.magic, s.version,
          (double)s.estimatedTime);
 }
@@ -195,6 +247,35 @@ static void functions(void) {
   FN(ncclGroupStart);
   FN(ncclGroupEnd);
   FN(ncclGroupSimulateEnd);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+  FN(ncclCommGetUniqueId);
+  FN(ncclCommGrow);
+  FN(ncclWinGetUserPtr);
+  FN(ncclPutSignal);
+  FN(ncclSignal);
+  FN(ncclWaitSignal);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 7)
+  FN(ncclCommSuspend);
+  FN(ncclCommResume);
+  FN(ncclCommMemStats);
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 4)
+  FN(ncclParamBind);
+  FN(ncclParamGetI8);
+  FN(ncclParamGetI16);
+  FN(ncclParamGetI32);
+  FN(ncclParamGetI64);
+  FN(ncclParamGetU8);
+  FN(ncclParamGetU16);
+  FN(ncclParamGetU32);
+  FN(ncclParamGetU64);
+  FN(ncclParamGetStr);
+  FN(ncclParamGet);
+  FN(ncclParamGetParameter);
+  FN(ncclParamGetAllParameterKeys);
+  FN(ncclParamDumpAll);
+#endif
 }
 #endif
 

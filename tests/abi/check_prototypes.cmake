@@ -1,6 +1,8 @@
 # The set of functions nccl.h declares: ours must declare exactly the
-# reference's (names only; abi_probe checks their types).
-#   cmake -DCC=<compiler> -DOURS_INC=<dir> -DREF_INC=<dir or empty> -DSRC=<file including nccl.h> -P check_prototypes.cmake
+# reference's (2.28.9) plus what 2.29/2.30 added to nccl.h (names only;
+# abi_probe checks their types).
+#   cmake -DCC=<compiler> -DOURS_INC=<dir> -DREF_INC=<dir or empty> -DSRC=<file including nccl.h>
+#         -DADDED=<nccl-2.30.7-symbols.txt> -P check_prototypes.cmake
 cmake_minimum_required(VERSION 3.22)
 
 if(NOT REF_INC)
@@ -31,6 +33,13 @@ list(LENGTH ref nref)
 if(nref LESS 80)
   message(FATAL_ERROR "found only ${nref} functions in the reference nccl.h: ${ref}")
 endif()
+file(STRINGS "${ADDED}" added_lines REGEX "^[0-9.]+ +[A-Za-z0-9_]+ +nccl\\.h$")
+foreach(line IN LISTS added_lines)
+  string(REGEX REPLACE "^[0-9.]+ +([A-Za-z0-9_]+) .*" "\\1" name "${line}")
+  list(APPEND ref "${name}" "p${name}")
+endforeach()
+list(SORT ref)
+list(LENGTH ref nref)
 set(problems "")
 foreach(f IN LISTS ref)
   if(NOT f IN_LIST ours)
@@ -39,11 +48,11 @@ foreach(f IN LISTS ref)
 endforeach()
 foreach(f IN LISTS ours)
   if(NOT f IN_LIST ref)
-    list(APPEND problems "our nccl.h declares ${f}, the reference does not")
+    list(APPEND problems "our nccl.h declares ${f}, 2.30.7 does not")
   endif()
 endforeach()
 if(problems)
   list(JOIN problems "\n  " text)
   message(FATAL_ERROR "nccl.h function sets differ:\n  ${text}")
 endif()
-message(STATUS "both headers declare the same ${nref} functions")
+message(STATUS "our nccl.h declares the ${nref} functions of 2.30.7 (the reference's and the added ones)")

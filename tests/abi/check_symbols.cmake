@@ -1,7 +1,9 @@
 # The exported symbols of our libnccl.so.2 against NVIDIA's reference library.
-#   cmake -DOURS=<libnccl.so.2> -DREF=<reference libnccl.so.2> -DNM=<nm> -DREADELF=<readelf> -P check_symbols.cmake
-# Checks: the same dynamic symbol names with the same binding (ncclX weak W,
-# pncclX strong T, ncclResetDebugInitInternal), nothing else exported except
+#   cmake -DOURS=<libnccl.so.2> -DREF=<reference libnccl.so.2> -DADDED=<nccl-2.30.7-symbols.txt>
+#         -DNM=<nm> -DREADELF=<readelf> -P check_symbols.cmake
+# Checks: the reference's (2.28.9) dynamic symbol names with the same binding
+# (ncclX weak W, pncclX strong T, ncclResetDebugInitInternal) plus the names
+# 2.29/2.30 added (ncclX W and pncclX T each), nothing else exported except
 # C-named Theseus extensions (theseus[A-Z]*), SONAME libnccl.so.2, and no
 # DT_NEEDED on libcuda/libcudart/libnccl (the library loads without a driver).
 # Prints "SKIPPED: <reason>" (CTest marks the test skipped) without a reference.
@@ -43,6 +45,17 @@ function(exported_symbols lib out_var cxx_var)
 endfunction()
 
 exported_symbols("${REF}" ref_syms ref_cxx)
+# What NCCL 2.30.7 exports: the reference's symbols and the added names.
+file(STRINGS "${ADDED}" added_lines REGEX "^[0-9]")
+foreach(line IN LISTS added_lines)
+  string(REGEX REPLACE "^[0-9.]+ +([A-Za-z0-9_]+) .*" "\\1" name "${line}")
+  list(APPEND ref_syms "${name} W" "p${name} T")
+endforeach()
+list(LENGTH added_lines nadded)
+if(NOT nadded EQUAL 30)
+  message(FATAL_ERROR "${ADDED} lists ${nadded} names, expected 30")
+endif()
+list(SORT ref_syms)
 exported_symbols("${OURS}" our_syms our_cxx)
 
 set(problems "")
@@ -78,7 +91,7 @@ endif()
 
 list(LENGTH ref_syms nref)
 list(LENGTH ours_nccl nours)
-message(STATUS "reference exports ${nref} C symbols, ours ${nours} (+ extensions)")
+message(STATUS "2.30.7 (the 2.28.9 reference + ${nadded} names) exports ${nref} C symbols, ours ${nours} (+ extensions)")
 
 # SONAME and DT_NEEDED.
 execute_process(COMMAND "${READELF}" -d "${OURS}" OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)

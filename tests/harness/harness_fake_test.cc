@@ -84,7 +84,7 @@ TEST(HarnessFake, OutputFormatIsNcclTests) {
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   ASSERT_GE(lines.size(), 15u) << r.out;
-  EXPECT_EQ(lines[0], "# nccl-tests version 2.19.6 (Theseus nccl-tests-compat) nccl-headers=22809 nccl-library=22809");
+  EXPECT_EQ(lines[0], "# nccl-tests version 2.19.6 (Theseus nccl-tests-compat) nccl-headers=23007 nccl-library=23007");
   EXPECT_EQ(lines[1], "# Collective test starting: all_reduce_perf");
   EXPECT_EQ(lines[2], "# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096 step: 4(factor) warmup iters: 1 iters: 3 "
                       "agg iters: 1 validation: 1 graph: 0 unalign: 0");

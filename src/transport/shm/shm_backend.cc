@@ -211,6 +211,8 @@ std::string ShmBackend::summary() const {
   return std::to_string(peerCount_) + (role_ == Role::kDeviceFifos ? " with device FIFOs" : " peers over shm");
 }
 
+uint64_t ShmBackend::memoryBytes() const { return domain_ ? domain_->inboxBytes() : 0; }
+
 Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   if (!canConnect(peer)) return invalidUsage("rank %d has no device FIFOs with rank %d", ctx_.rank, peer);
   shm::FifoView v;

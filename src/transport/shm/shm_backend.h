@@ -29,6 +29,7 @@ class ShmBackend final : public Backend {
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters) override;
   DoorbellWord* doorbell() override;
   std::string summary() const override;
+  uint64_t memoryBytes() const override;
   // kDeviceFifos: one direction of one channel with a local peer.
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send);
 

@@ -60,6 +60,8 @@ class ShmDomain {
   ~ShmDomain();
 
   const std::string& locator() const { return inbox_->locator(); }
+  // Bytes of this rank's inbox (the FIFOs peers write to it).
+  size_t inboxBytes() const { return inbox_->size(); }
   DoorbellWord* bell() { return &header_->bell; }
   // Maps a peer's inbox and validates it.
   Status mapPeer(const ShmPeerInfo& info, const std::string& locator);

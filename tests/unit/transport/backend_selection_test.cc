@@ -119,7 +119,7 @@ TEST(BackendSelection, NcclNetPicksANetworkByNcclsName) {
     auto boot = world->bootstrap(r);
     auto m = makeManager(*boot);
     ASSERT_FALSE(m.isOk());
-    EXPECT_TRUE(contains(m.status().message(), "NCCL_NET=IB: no such network in Theseus (available: Socket)"))
+    EXPECT_TRUE(contains(m.status().message(), "NCCL_NET/netName 'IB': no such network in Theseus (available: Socket)"))
         << m.status().message();
     EXPECT_EQ(m.status().code(), ncclInvalidUsage);
   });
