@@ -86,7 +86,7 @@ Result<wire::Table> joinRoot(TcpBootstrap& b, const ncclUniqueId* ids, int nIds,
   }
   ::close(fd);
   if (!reply.isOk()) return reply.status();
-  if (reply.value().type != wire::kTable) return remoteError("%s", wire::describeUnexpected(reply.value(), "the peer table").c_str());
+  if (reply.value().type != wire::kTable) return wire::failureOf(reply.value(), "the peer table");
   wire::Table t;
   TH_CHECK(wire::decodeTable(reply.value().payload, nranks, &t));
   if (t.peers[rank].listenAddress != j.peer.listenAddress)
@@ -126,8 +126,8 @@ Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKi
     auto claimed = parkedAt.claimParked(kind, fromRanks[i], tag, wait, who + " to join", alive);
     if (!claimed.isOk()) {
       failure = claimed.status();
-      if (failure.code() == ncclRemoteError && wait.deadline.expired())
-        failure = remoteError("%s of %d never joined within %lld ms", who.c_str(), n,
+      if ((failure.code() == ncclRemoteError || failure.code() == ncclTimeout) && wait.deadline.expired())
+        failure = timeoutError("%s of %d never joined within %lld ms", who.c_str(), n,
                               static_cast<long long>(wait.timeoutMs));
       break;
     }
@@ -151,7 +151,7 @@ Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKi
   const Wait replyWait = Wait::forMs(std::max<int64_t>(wait.deadline.remainingMs(), 2000));
   if (!failure.isOk()) {
     for (int i = 1; i < n; ++i)
-      if ((*links)[i] >= 0) (void)wire::sendFrame((*links)[i], wire::kError, failure.message(), replyWait, "a member");
+      if ((*links)[i] >= 0) (void)wire::sendFrame((*links)[i], wire::failureFrameType(failure), failure.message(), replyWait, "a member");
     closeAll(*links);
     return failure;
   }
@@ -187,7 +187,7 @@ Result<std::vector<PeerInfo>> joinLeader(const std::string& leaderAddress, const
   }
   wire::Table t;
   if (reply.isOk()) {
-    if (reply.value().type != wire::kTable) s = remoteError("%s", wire::describeUnexpected(reply.value(), "the peer table").c_str());
+    if (reply.value().type != wire::kTable) s = wire::failureOf(reply.value(), "the peer table");
     else s = wire::decodeTable(reply.value().payload, join.nranks, &t);
   } else {
     s = reply.status();

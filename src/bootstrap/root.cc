@@ -65,7 +65,7 @@ class RootService {
   bool allComplete() const { return static_cast<int>(members_.size() + forwarded_.size()) == nranks_; }
   void finishSuccess();
   void forwardToRoot0();
-  void finishFailure(const std::string& why);
+  void finishFailure(const std::string& why, uint32_t frameType = wire::kError);
   void sendToAll(uint32_t type, const std::string& payload);
   std::string missingMessage() const;
   void closeEverything();
@@ -94,7 +94,7 @@ void RootService::run() {
   while (!done_) {
     if (deadline_.expired()) {
       if (started_) {
-        finishFailure(missingMessage());
+        finishFailure(missingMessage(), wire::kTimedOut);
       } else {
         TH_INFO(log::kBootstrap, "Bootstrap root %s: no rank joined within THESEUS_BOOTSTRAP_ROOT_TTL_MS; closing",
                 addr_.toString().c_str());
@@ -184,9 +184,9 @@ void RootService::onFrame(Incoming& c, wire::Frame& f) {
   int fd = c.fd;
   c.fd = -1;  // ownership moves on (or the fd is closed below)
   auto kind = static_cast<wire::ConnKind>(c.hello.kind);
-  if (kind == wire::ConnKind::kRootForward && f.type == wire::kError) {
+  if (kind == wire::ConnKind::kRootForward && (f.type == wire::kError || f.type == wire::kTimedOut)) {
     ::close(fd);
-    return finishFailure(f.payload.substr(0, 4096));
+    return finishFailure(f.payload.substr(0, 4096), f.type);
   }
   if (f.type != wire::kJoin) {
     TH_INFO(log::kBootstrap, "Bootstrap root: dropping a connection that sent message type %u", f.type);
@@ -331,10 +331,10 @@ void RootService::forwardToRoot0() {
   done_ = true;
 }
 
-void RootService::finishFailure(const std::string& why) {
+void RootService::finishFailure(const std::string& why, uint32_t frameType) {
   TH_INFO(log::kBootstrap, "Bootstrap root %s: communicator creation failed: %s", addr_.toString().c_str(),
           why.c_str());
-  sendToAll(wire::kError, why);
+  sendToAll(frameType, why);
   if (rootIndex_ > 0 && !root0Id_.empty()) {
     // Tell root 0 so its ranks fail now rather than at their timeout.
     ncclUniqueId id0;
@@ -347,7 +347,7 @@ void RootService::finishFailure(const std::string& why) {
         h.kind = static_cast<uint32_t>(wire::ConnKind::kRootForward);
         h.fromRank = rootIndex_;
         if (wire::sendHello(fd.value(), h, wait, "root 0").isOk())
-          (void)wire::sendFrame(fd.value(), wire::kError, "root " + std::to_string(rootIndex_) + ": " + why, wait, "root 0");
+          (void)wire::sendFrame(fd.value(), frameType, "root " + std::to_string(rootIndex_) + ": " + why, wait, "root 0");
         ::close(fd.value());
       }
     }

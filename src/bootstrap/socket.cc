@@ -308,7 +308,7 @@ Result<NetInterface> bootstrapInterface() {
 
 Status waitEnded(const Wait& wait, const std::string& what) {
   if (wait.aborted()) return invalidUsage("communicator aborted while waiting for %s", what.c_str());
-  return remoteError("timed out after %lld ms waiting for %s", static_cast<long long>(wait.timeoutMs), what.c_str());
+  return timeoutError("timed out after %lld ms waiting for %s", static_cast<long long>(wait.timeoutMs), what.c_str());
 }
 
 bool sleepWithin(const Wait& wait, int64_t ms) {

@@ -122,9 +122,16 @@ Result<Frame> recvFrame(int fd, size_t maxBytes, const Wait& wait, const std::st
 }
 
 std::string describeUnexpected(const Frame& f, const char* expected) {
-  if (f.type == kError) return f.payload.substr(0, 4096);
+  if (f.type == kError || f.type == kTimedOut) return f.payload.substr(0, 4096);
   return "unexpected message type " + std::to_string(f.type) + " (expected " + expected + ")";
 }
+
+Status failureOf(const Frame& f, const char* expected) {
+  std::string why = describeUnexpected(f, expected);
+  return f.type == kTimedOut ? timeoutError("%s", why.c_str()) : remoteError("%s", why.c_str());
+}
+
+uint32_t failureFrameType(const Status& failure) { return failure.code() == ncclTimeout ? kTimedOut : kError; }
 
 Status sendHello(int fd, const Hello& h, const Wait& wait, const std::string& what) {
   return sendAll(fd, &h, sizeof(h), wait, what);

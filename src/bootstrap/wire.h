@@ -57,6 +57,7 @@ enum FrameType : uint32_t {
   kAgResult = 6,         // leader -> rank: {seq, n x bytes}
   kAgFailed = 7,         // leader -> rank: {seq, why}
   kPeerFailed = 8,       // leader -> rank: {rank, why}
+  kTimedOut = 9,         // rendezvous failed because a rank did not come in time: why (text)
   kFirstUserType = 16,   // MsgType values
 };
 
@@ -137,8 +138,13 @@ Status decodeLinkJoin(std::string_view payload, LinkJoin* j);
 // Frames on blocking-style connections.
 Status sendFrame(int fd, uint32_t type, std::string_view payload, const Wait& wait, const std::string& what);
 Result<Frame> recvFrame(int fd, size_t maxBytes, const Wait& wait, const std::string& what);
-// A kError frame's text, or a description of an unexpected frame.
+// A kError/kTimedOut frame's text, or a description of an unexpected frame.
 std::string describeUnexpected(const Frame& f, const char* expected);
+// The failure a rendezvous reply that is not `expected` stands for: a timeout for
+// kTimedOut (the caller sees ncclTimeout), a remote error otherwise.
+Status failureOf(const Frame& f, const char* expected);
+// The frame type that carries `failure` to the other ranks of a rendezvous.
+uint32_t failureFrameType(const Status& failure);
 
 Status sendHello(int fd, const Hello& h, const Wait& wait, const std::string& what);
 

@@ -12,6 +12,7 @@ Communicator::~Communicator() {
 }
 
 void Communicator::setAsyncError(ncclResult_t code, const std::string& why) {
+  code = visibleTo(code, config_);
   std::lock_guard<std::mutex> lock(errorMutex_);
   ncclResult_t current = asyncError_.load();
   // A real error sticks; success only replaces "in progress".

@@ -261,12 +261,23 @@ Status resolve(const ncclConfig_t& c, CommConfig* out) {
 
 }  // namespace
 
+ncclResult_t visibleTo(ncclResult_t code, const CommConfig& cfg) {
+  return code == ncclTimeout && cfg.callerVersion < version(2, 30, 0) ? ncclRemoteError : code;
+}
+
+Status visibleTo(const Status& s, const CommConfig& cfg) {
+  return s.code() == ncclTimeout ? Status(visibleTo(s.code(), cfg), s.message()) : s;
+}
+
 Status parseConfig(const ncclConfig_t* user, const CommConfig* inherit, CommConfig* out) {
   if (out == nullptr) return internalError("parseConfig: output is NULL");
   ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
   // Explicit configs start from the defaults; no config means the parent's (split/shrink) or the defaults.
   CommConfig result = (user == nullptr && inherit != nullptr) ? *inherit : CommConfig{};
-  if (user != nullptr) TH_CHECK(readCallerStruct(user, &c));
+  if (user != nullptr) {
+    TH_CHECK(readCallerStruct(user, &c));
+    result.callerVersion = c.version;
+  }
   TH_CHECK(resolve(c, &result));
   *out = std::move(result);
   return Status::ok();

@@ -30,7 +30,15 @@ struct CommConfig {
   int numRmaCtx = 1;                               // one-sided contexts
   int maxP2pPeers = NCCL_CONFIG_UNDEF_INT;         // undefined: every rank
   int graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;  // undefined behaves as 1
+  // NCCL_VERSION_CODE of the header the caller was built with (its config's
+  // `version`; 0 without a config): decides whether it may see ncclTimeout.
+  unsigned callerVersion = 0;
 };
+
+// `s` as a caller built with `cfg`'s header may see it: ncclTimeout (NCCL 2.30)
+// becomes ncclRemoteError for older headers, with the same message.
+Status visibleTo(const Status& s, const CommConfig& cfg);
+ncclResult_t visibleTo(ncclResult_t code, const CommConfig& cfg);
 
 // `user` may be NULL (defaults, or `inherit` when given: split/shrink).
 Status parseConfig(const ncclConfig_t* user, const CommConfig* inherit, CommConfig* out);

@@ -71,7 +71,7 @@ Status failInit(Communicator* comm, const Status& why) {
   comm->releaseResources();
   comm->setLifecycle(Lifecycle::kFailed);
   comm->setAsyncError(why.code() == ncclSuccess ? ncclInternalError : why.code(), why.message());
-  return why;
+  return visibleTo(why, comm->config());
 }
 
 Status runInit(const std::shared_ptr<LifecycleState>& st, const std::vector<ncclUniqueId>& ids, int rank, int nranks,

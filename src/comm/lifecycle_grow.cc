@@ -35,7 +35,7 @@ namespace {
 Status failGrown(const std::shared_ptr<LifecycleState>& st, const Status& why) {
   st->comm->setLifecycle(Lifecycle::kFailed);
   st->comm->setAsyncError(why.code(), why.message());
-  return why;
+  return visibleTo(why, st->comm->config());
 }
 
 Status joinRendezvous(const std::shared_ptr<LifecycleState>& st, const ncclUniqueId& id, int rank, int nRanks,

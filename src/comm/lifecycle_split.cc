@@ -65,6 +65,7 @@ Status failChild(const std::shared_ptr<LifecycleState>& child, const Status& why
   if (child) {
     child->comm->setLifecycle(Lifecycle::kFailed);
     child->comm->setAsyncError(why.code(), why.message());
+    return visibleTo(why, child->comm->config());
   }
   return why;
 }

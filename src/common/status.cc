@@ -36,6 +36,7 @@ TH_DEFINE_STATUS_FN_(invalidUsage, ncclInvalidUsage)
 TH_DEFINE_STATUS_FN_(systemError, ncclSystemError)
 TH_DEFINE_STATUS_FN_(internalError, ncclInternalError)
 TH_DEFINE_STATUS_FN_(remoteError, ncclRemoteError)
+TH_DEFINE_STATUS_FN_(timeoutError, ncclTimeout)
 #undef TH_DEFINE_STATUS_FN_
 
 Status errorStatus(ncclResult_t code, const char* fmt, ...) {

@@ -40,6 +40,10 @@ Status invalidUsage(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status systemError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status internalError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status remoteError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// A wait that ran past its limit (ncclTimeout). Callers whose header predates
+// NCCL 2.30 do not know that code: comm/config.h's visibleTo() turns it into
+// ncclRemoteError for them.
+Status timeoutError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // A system error that appends strerror(errnum).
 Status errnoStatus(int errnum, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

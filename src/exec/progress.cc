@@ -362,7 +362,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
           return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
         if (lr.lane->health) TH_CHECK(lr.lane->health().withContext(p.describe()));
         if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
-          return remoteError("%s: rank %d made no progress for %lld ms: %s", p.describe().c_str(), p.rank,
+          return timeoutError("%s: rank %d made no progress for %lld ms: %s", p.describe().c_str(), p.rank,
                              static_cast<long long>(stallMs), describeWaits(lr).c_str());
       }
     }

@@ -32,7 +32,7 @@ Status waitReady(int fd, short events, Deadline deadline, const AbortFlag* abort
   for (;;) {
     if (abort != nullptr && abort->isSet()) return remoteError("%s: aborted", what);
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return internalError("%s: cancelled", what);
-    if (deadline.expired()) return remoteError("%s: timed out", what);
+    if (deadline.expired()) return timeoutError("%s: timed out", what);
     struct pollfd p = {fd, events, 0};
     int rc = poll(&p, 1, static_cast<int>(deadline.remainingMs(50)));
     if (rc > 0) return Status::ok();

@@ -287,5 +287,101 @@ TEST(Config, StringsAreCopied) {
   EXPECT_EQ(r.value().commName, "mycomm");
 }
 
+// NCCL 2.29/2.30 fields: read from 88- and 96-byte structs, gated by version
+// (graphStreamOrdering only from 2.30.5: in 2.30.3/2.30.4 its bytes are padding).
+ncclConfig_t newFieldsSet(unsigned version) {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.version = version;
+  c.graphUsageMode = 1;
+  c.numRmaCtx = 0;
+  c.maxP2pPeers = 2;
+  c.graphStreamOrdering = 0;
+  return c;
+}
+
+TEST(Config, Size96From2307ReadsTheNewFields) {
+  GuardedConfig g(newFieldsSet(NCCL_VERSION(2, 30, 7)), 96);
+  auto r = parse(g.get());
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r.value().graphUsageMode, 1);
+  EXPECT_EQ(r.value().numRmaCtx, 0);
+  EXPECT_EQ(r.value().maxP2pPeers, 2);
+  EXPECT_EQ(r.value().graphStreamOrdering, 0);
+  EXPECT_EQ(r.value().callerVersion, 23007u);
+}
+
+TEST(Config, VersionGatesOfTheNewFields) {
+  {
+    GuardedConfig g(newFieldsSet(NCCL_VERSION(2, 30, 4)), 96);  // bytes 92-95 are padding in 2.30.4
+    auto r = parse(g.get());
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().maxP2pPeers, 2);
+    EXPECT_EQ(r.value().graphStreamOrdering, NCCL_CONFIG_UNDEF_INT);
+  }
+  {
+    GuardedConfig g(newFieldsSet(NCCL_VERSION(2, 29, 7)), 88);
+    auto r = parse(g.get());
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().graphUsageMode, 1);
+    EXPECT_EQ(r.value().numRmaCtx, 0);
+    EXPECT_EQ(r.value().maxP2pPeers, NCCL_CONFIG_UNDEF_INT) << "beyond the 88-byte struct";
+  }
+  {
+    // A 2.28 caller cannot have meant what lies in those fields: defaults.
+    GuardedConfig g(newFieldsSet(NCCL_VERSION(2, 28, 9)), 96);
+    auto r = parse(g.get());
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().graphUsageMode, 2);
+    EXPECT_EQ(r.value().numRmaCtx, 1);
+  }
+}
+
+TEST(Config, NewFieldsAreValidatedAndOverriddenByTheEnvironment) {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  {
+    ScopedEnv m("NCCL_GRAPH_MIXING_SUPPORT", "0");
+    ScopedEnv n("NCCL_NUM_RMA_CTX", "3");
+    ScopedEnv p("NCCL_P2P_MAX_PEERS", "4");
+    ScopedEnv o("NCCL_GRAPH_STREAM_ORDERING", "1");
+    auto r = parse(&c);
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().graphUsageMode, 0);
+    EXPECT_EQ(r.value().numRmaCtx, 3);
+    EXPECT_EQ(r.value().maxP2pPeers, 4);
+    EXPECT_EQ(r.value().graphStreamOrdering, 1);
+  }
+  {
+    ScopedEnv m("NCCL_GRAPH_MIXING_SUPPORT", "1");  // NCCL maps 1 to mode 2
+    auto r = parse(&c);
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().graphUsageMode, 2);
+  }
+  for (auto [field, value] : {std::pair{"graphUsageMode", 3}, {"numRmaCtx", -1}, {"maxP2pPeers", 0},
+                              {"graphStreamOrdering", 2}}) {
+    ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+    if (std::string(field) == "graphUsageMode") bad.graphUsageMode = value;
+    if (std::string(field) == "numRmaCtx") bad.numRmaCtx = value;
+    if (std::string(field) == "maxP2pPeers") bad.maxP2pPeers = value;
+    if (std::string(field) == "graphStreamOrdering") bad.graphStreamOrdering = value;
+    CommConfig out;
+    Status s = parseConfig(&bad, nullptr, &out);
+    EXPECT_EQ(s.code(), ncclInvalidArgument) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
+  }
+}
+
+// ncclTimeout reaches only callers whose header has it (2.30 and later).
+TEST(Config, TimeoutIsVisibleOnlyToCallersThatKnowIt) {
+  CommConfig old, current;
+  current.callerVersion = NCCL_VERSION(2, 30, 7);
+  old.callerVersion = NCCL_VERSION(2, 28, 9);
+  Status t = timeoutError("waited too long");
+  EXPECT_EQ(visibleTo(t, current).code(), ncclTimeout);
+  EXPECT_EQ(visibleTo(t, old).code(), ncclRemoteError);
+  EXPECT_EQ(visibleTo(t, old).message(), "waited too long");
+  EXPECT_EQ(visibleTo(t, CommConfig{}).code(), ncclRemoteError) << "no config: the header is unknown";
+  EXPECT_EQ(visibleTo(invalidUsage("x"), old).code(), ncclInvalidUsage);
+}
+
 }  // namespace
 }  // namespace theseus::comm

@@ -37,10 +37,10 @@ void pingPong(TransportManager& mgr, int r) {
 }
 
 // Every rank of `world` talks to its peer over TCP, with the configured backends.
-void expectSocketBetweenTwoRanks(FakeWorld& world) {
+void expectSocketBetweenTwoRanks(FakeWorld& world, const std::string& net = "") {
   runThreads(2, [&](int r) {
     auto boot = world.bootstrap(r);
-    auto m = makeManager(*boot);
+    auto m = makeManager(*boot, 1, {}, net);
     ASSERT_TRUE(m.isOk()) << m.status().message();
     EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kSocket);
     pingPong(*m.value(), r);
@@ -108,16 +108,13 @@ TEST(BackendSelection, UnknownBackendNameIsAnError) {
       << m.status().message();
 }
 
+// The network by NCCL's name: ncclConfig_t.netName, which NCCL_NET overrides (comm/config.cc).
 TEST(BackendSelection, NcclNetPicksANetworkByNcclsName) {
   auto world = FakeWorld::create(2, {1, 2});
-  {
-    EnvGuard g("NCCL_NET", "socket");  // NCCL compares names case-insensitively
-    expectSocketBetweenTwoRanks(*world);
-  }
-  EnvGuard g("NCCL_NET", "IB");
+  expectSocketBetweenTwoRanks(*world, "socket");  // NCCL compares names case-insensitively
   runThreads(2, [&](int r) {
     auto boot = world->bootstrap(r);
-    auto m = makeManager(*boot);
+    auto m = makeManager(*boot, 1, {}, "IB");
     ASSERT_FALSE(m.isOk());
     EXPECT_TRUE(contains(m.status().message(), "NCCL_NET/netName 'IB': no such network in Theseus (available: Socket)"))
         << m.status().message();

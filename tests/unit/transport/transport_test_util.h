@@ -87,10 +87,12 @@ inline Status consumedWithin(TransportManager& m, SendConnection* c, uint64_t ti
 // Creates a manager for `rank` (the caller's thread/process plays that rank),
 // with the configured backends or the ones named (in order).
 inline Result<std::unique_ptr<TransportManager>> makeManager(bootstrap::Bootstrap& boot, int channels = 1,
-                                                             std::vector<std::string> backends = {}) {
+                                                             std::vector<std::string> backends = {},
+                                                             std::string net = "") {
   transport::TransportOptions o;
   o.maxChannels = channels;
   o.backends = std::move(backends);
+  o.net = std::move(net);  // ncclConfig_t.netName after NCCL_NET (comm/config.cc)
   return transport::createTransportManager(boot, o);
 }
 
