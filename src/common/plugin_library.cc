@@ -21,6 +21,13 @@ Result<std::unique_ptr<Library>> Library::open(const std::string& path, const ch
   return std::unique_ptr<Library>(new Library(handle, path, what));
 }
 
+Result<std::unique_ptr<Library>> Library::openSelf(const char* what) {
+  dlerror();
+  void* handle = dlopen(nullptr, RTLD_NOW);
+  if (handle == nullptr) return internalError("dlopen(NULL) failed for the %s: %s", what, dlerror());
+  return std::unique_ptr<Library>(new Library(handle, "the process itself", what));
+}
+
 Library::~Library() {
   if (handle_ != nullptr) dlclose(handle_);
 }

@@ -28,6 +28,8 @@ class Library {
  public:
   // dlopen(RTLD_NOW | RTLD_LOCAL). `what` names the kind ("policy plugin") in errors.
   static Result<std::unique_ptr<Library>> open(const std::string& path, const char* what);
+  // dlopen(NULL): the symbols of the program and the libraries it loaded.
+  static Result<std::unique_ptr<Library>> openSelf(const char* what);
   ~Library();  // dlclose
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;

@@ -57,4 +57,19 @@ Status errnoStatus(int errnum, const char* fmt, ...) {
   return Status(ncclSystemError, msg + ": " + text);
 }
 
+const char* resultName(ncclResult_t code) {
+  switch (code) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    case ncclTimeout: return "ncclTimeout";
+    default: return "?";
+  }
+}
+
 }  // namespace theseus

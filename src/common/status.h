@@ -34,6 +34,8 @@ class [[nodiscard]] Status {
 };
 
 // Builds an error Status from printf-style arguments.
+// The enumerator's name ("ncclInvalidUsage"), "?" for a code outside the enum.
+const char* resultName(ncclResult_t code);
 Status errorStatus(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 Status invalidArgument(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status invalidUsage(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -7,6 +7,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "epoch/epoch_service_internal.h"
+#include "policy/tuned_policy.h"
 #include "transport/transport_config.h"
 
 namespace theseus::epoch {
@@ -53,8 +54,8 @@ struct Handshake {
 };
 
 // The leader's part of the creation handshake: the initial table and lease.
-std::string leaderContribution(int nranks, const std::vector<int>& hostOf, const std::vector<std::string>& hosts,
-                               std::unique_ptr<policy::Policy>* policyOut) {
+std::string leaderContribution(uint64_t commId, int nranks, const std::vector<int>& hostOf,
+                               const std::vector<std::string>& hosts, std::unique_ptr<policy::Policy>* policyOut) {
   nlohmann::json j = {{"epoch", 1}, {"mode", kEpoch.get() ? "on" : "off"}};
   std::string spec = policy::configuredSpec();
   auto loaded = policy::load(spec);
@@ -63,6 +64,9 @@ std::string leaderContribution(int nranks, const std::vector<int>& hostOf, const
     j["error"] = "THESEUS_POLICY=" + spec + ": " + loaded.status().message();
     return j.dump();
   }
+  // An NCCL tuner plugin (NCCL_TUNER_PLUGIN) runs here, on the leader, as an input of the policy.
+  policy::TunerContext tunerContext{commId, nranks, hostOf};
+  std::unique_ptr<policy::Policy> chosen = policy::attachConfiguredTuner(loaded.take(), spec == "static", tunerContext);
   attrs::ClusterView empty;
   policy::PolicyInput in;
   in.view = &empty;
@@ -70,7 +74,7 @@ std::string leaderContribution(int nranks, const std::vector<int>& hostOf, const
   in.nranks = nranks;
   in.hostOf = hostOf;
   in.hostNames = hosts;
-  auto table = policy::evaluate(*loaded.value(), in);
+  auto table = policy::evaluate(*chosen, in);
   if (!table.isOk()) {
     j["ok"] = false;
     j["error"] = "THESEUS_POLICY=" + spec + ": " + table.status().message();
@@ -84,8 +88,8 @@ std::string leaderContribution(int nranks, const std::vector<int>& hostOf, const
   j["horizon"] = lease;
   j["reportAt"] = lease / 2;
   j["table"] = t.serialize();
-  j["reason"] = "initial table of policy '" + loaded.value()->name() + "'";
-  *policyOut = loaded.take();
+  j["reason"] = "initial table of policy '" + chosen->name() + "'";
+  *policyOut = std::move(chosen);
   return j.dump();
 }
 
@@ -198,7 +202,7 @@ Result<std::unique_ptr<EpochService>> EpochService::create(const ServiceOptions&
   std::vector<std::string> hosts;
   hostsOf(boot, &hosts);
   std::unique_ptr<policy::Policy> policy;
-  std::string mine = boot.rank() == 0 ? leaderContribution(boot.nranks(), o.hostOf, hosts, &policy)
+  std::string mine = boot.rank() == 0 ? leaderContribution(boot.commHash(), boot.nranks(), o.hostOf, hosts, &policy)
                                       : nlohmann::json({{"epoch", 1}, {"mode", kEpoch.get() ? "on" : "off"}}).dump();
   Handshake h;
   TH_ASSIGN(h, agree(boot, mine));

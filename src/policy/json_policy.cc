@@ -191,7 +191,7 @@ Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCo
         Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
         d.schedule = choice.schedule;
         d.params = choice.params;
-        d.why = "static choice";
+        d.why = kStaticChoiceWhy;
       }
       if (!pieces.empty() && pieces.back().decision == d && pieces.back().decision.why == d.why) {
         pieces.back().maxBytes = hi;

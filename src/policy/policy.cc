@@ -63,6 +63,8 @@ int PolicyInput::nnodes() const {
   return *std::max_element(hostOf.begin(), hostOf.end()) + 1;
 }
 
+const char* const kStaticChoiceWhy = "static choice";
+
 std::string configuredSpec() { return kPolicy.get().empty() ? std::string("static") : kPolicy.get(); }
 
 Result<std::unique_ptr<Policy>> load(const std::string& spec) {
@@ -91,7 +93,7 @@ DecisionTable defaultTable(int nranks, int nnodes) {
   for (schedule::Collective c : kCollectives) {
     Choice low = defaultChoice({c, 0, nranks, nnodes}, AlgoFilter::fromEnv());
     Choice high = defaultChoice({c, 1, nranks, nnodes}, AlgoFilter::fromEnv());
-    Decision lo{low.schedule, low.params, 0, "static choice"}, hi{high.schedule, high.params, 0, "static choice"};
+    Decision lo{low.schedule, low.params, 0, kStaticChoiceWhy}, hi{high.schedule, high.params, 0, kStaticChoiceWhy};
     if (lo == hi) {  // one range when both size classes choose alike
       (void)table.add(c, 0, UINT64_MAX, std::move(lo));
       continue;

@@ -54,6 +54,10 @@ class Policy {
   virtual Result<DecisionTable> decide(const PolicyInput& in) = 0;
 };
 
+// The `why` of decisions a policy did not make itself but took from the static
+// choice (a collective or size no rule matched). An NCCL tuner decides there.
+extern const char* const kStaticChoiceWhy;
+
 // Loads a policy by spec (above). Errors name the file and the problem.
 Result<std::unique_ptr<Policy>> load(const std::string& spec);
 // THESEUS_POLICY, "static" when unset.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <regex>
 #include <sstream>
 
@@ -126,6 +127,34 @@ TEST(HarnessE2E, CorruptionThroughTheRealLibraryIsCaught) {
   EXPECT_EQ(r.exitCode, 1) << diag(r);
   EXPECT_NE(r.out.find("# Out of bounds values : 2 FAILED"), std::string::npos) << diag(r);
   EXPECT_NE(r.err.find("rank 1: all_reduce_perf out-of-place"), std::string::npos) << diag(r);
+}
+
+// A new user's first try of NCCL's tuning variables: NCCL_DEBUG=INFO says what took effect and how,
+// and the tuner plugin's choices (within NCCL_ALGO and NCCL_PROTO) are what runs.
+TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
+  std::string rules = "/tmp/theseus-e2e-tuner-" + std::to_string(getpid()) + ".csv";
+  FILE* f = fopen(rules.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("allreduce,0,65535,tree,simple,2\nallreduce,65536,-1,ring,ll,4\n", f);
+  fclose(f);
+  ProcResult r = launch(2, "all_reduce_perf", {"-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-c", "1"},
+                        {"-x", "NCCL_ALGO=Tree", "-x", "NCCL_PROTO=Simple", "-x",
+                         std::string("NCCL_TUNER_PLUGIN=") + TEST_TUNER_LIB, "-x", "TEST_TUNER_CONFIG=" + rules, "-x",
+                         "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV"});
+  unlink(rules.c_str());
+  const std::string all = r.out + r.err;
+  EXPECT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+  for (const char* line :
+       {"NCCL tuner plugin 'test_tuner' v6 (", "NCCL plugin 'test_tuner': test tuner: 2 rule(s) for 2 ranks on 1 node(s)",
+        "NCCL_ALGO=Tree takes effect: schedules allowed double_binary_tree,tree",
+        "NCCL_PROTO=Simple takes effect on the NCCL tuner's cost table: protocols allowed Simple",
+        "allreduce [0, 65535] -> double_binary_tree(channels=2)  (NCCL tuner 'test_tuner': Tree/Simple, 2 channels)",
+        // Ring/LL is outside NCCL_ALGO and NCCL_PROTO: the tuner's channel count still applies to the tree.
+        "allreduce [65536, inf] -> double_binary_tree(channels=4)",
+        "allreduce of 8 bytes uses double_binary_tree(channels=2)",
+        "allreduce of 1048576 bytes uses double_binary_tree(channels=4)"})
+    EXPECT_NE(all.find(line), std::string::npos) << "missing: " << line << "\n" << diag(r);
 }
 
 }  // namespace
