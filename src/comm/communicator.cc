@@ -37,10 +37,12 @@ void Communicator::setIdentity(int rank, int nranks, int cudaDev, uint64_t commH
 void Communicator::setBootstrap(std::unique_ptr<bootstrap::Bootstrap> b) { bootstrap_ = std::move(b); }
 void Communicator::setTransports(std::unique_ptr<transport::TransportManager> t) { transports_ = std::move(t); }
 void Communicator::setEngine(std::unique_ptr<CollectiveEngine> e) { engine_ = std::move(e); }
+void Communicator::setProfiler(std::unique_ptr<telemetry::ProfilerSession> p) { profiler_ = std::move(p); }
 
 void Communicator::releaseResources() {
   if (engine_) engine_->shutdown();
   engine_.reset();
+  profiler_.reset();  // finalize() after the last event
   transports_.reset();
   if (bootstrap_) bootstrap_->close();
   bootstrap_.reset();

@@ -16,6 +16,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "nccl.h"
+#include "telemetry/nccl_profiler.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::comm {
@@ -69,6 +70,9 @@ class Communicator {
   void setBootstrap(std::unique_ptr<bootstrap::Bootstrap> b);
   void setTransports(std::unique_ptr<transport::TransportManager> t);
   void setEngine(std::unique_ptr<CollectiveEngine> e);
+  // The NCCL profiler plugin's session (null: none, the common case).
+  telemetry::ProfilerSession* profiler() const { return profiler_.get(); }
+  void setProfiler(std::unique_ptr<telemetry::ProfilerSession> p);
 
   // Tears down engine, transports and bootstrap in that order (idempotent).
   void releaseResources();
@@ -94,6 +98,7 @@ class Communicator {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<transport::TransportManager> transports_;
   std::unique_ptr<CollectiveEngine> engine_;
+  std::unique_ptr<telemetry::ProfilerSession> profiler_;
   attrs::AttributeStore attributes_;
   LifecycleState* lifecycleState_ = nullptr;
 

@@ -5,10 +5,12 @@
 // several ranks (ncclCommInitAll, nccl-tests -g/-t) moves them all. Host-memory
 // operations complete before this returns. Each finished plan goes to the
 // communicator's telemetry (when the adaptive machinery is on); a straggling
-// rank of THESEUS_EMULATE stalls before its plans run.
+// rank of THESEUS_EMULATE stalls before its plans run. An NCCL profiler plugin
+// sees the launch's events around the executor's run (comm/profiling.h).
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
 #include "comm/group.h"
+#include "comm/profiling.h"
 #include "common/log.h"
 #include "device/cuda_driver.h"
 #include "exec/executor.h"
@@ -84,7 +86,11 @@ Status executeOps(std::vector<CommOps>& work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran
   }
+  thread_local std::vector<LaunchEvents> events;
+  events.resize(work.size());
+  for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
   Status s = executor->run(lanes, exec::ExecOptions{});
+  for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
     for (auto& w : work) w.comm->engine()->noteFailure(s);

@@ -21,6 +21,7 @@
 
 #include "comm/communicator.h"
 #include "comm/group_internal.h"
+#include "comm/profiling.h"
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
 
@@ -156,6 +157,7 @@ Status launch(GroupState g, ncclSimInfo_t* simInfo, float* estimate) {
     if (simInfo != nullptr) first = gEstimateOps ? gEstimateOps(g.ops, estimate) : estimateOps(g.ops, estimate);
     else first = runOpsNow(g.ops);
   }
+  for (auto& w : g.ops) profileGroupDone(w);
   if (mix.isOk() && !g.jobs.empty()) {
     Status s = runJobs(g.jobs);
     if (first.isOk() || (first.code() == ncclInProgress && !s.isOk())) first = s;
@@ -186,6 +188,7 @@ Status groupEnd() {
   if (--tGroup.depth > 0) return Status::ok();
   GroupState g = std::move(tGroup);
   tGroup = GroupState{};
+  for (auto& w : g.ops) profileGroupEndStarts(w);
   return launch(std::move(g), nullptr, nullptr);
 }
 
@@ -225,18 +228,24 @@ Status enqueueOp(Communicator* comm, const OpDesc& op) {
     work[0].comm = comm;
     work[0].ops.clear();
     work[0].ops.push_back(op);
+    work[0].groupApiEvent = nullptr;
+    profileApiStart(comm, work[0].ops.back(), nullptr);
     const bool wasBusy = busy;
     busy = true;
     Status s = runOpsNow(work);
     busy = wasBusy;
+    profileApiStop(comm, work[0].ops.back());
     return s;
   }
   auto it = std::find_if(tGroup.ops.begin(), tGroup.ops.end(), [&](const CommOps& c) { return c.comm == comm; });
   if (it == tGroup.ops.end()) {
-    tGroup.ops.push_back(CommOps{comm, {}});
+    tGroup.ops.push_back(CommOps{comm, {}, nullptr});
     it = tGroup.ops.end() - 1;
+    profileGroupJoined(*it, tGroup.depth);
   }
   it->ops.push_back(op);
+  profileApiStart(comm, it->ops.back(), it->groupApiEvent);
+  profileApiStop(comm, it->ops.back());
   return Status::ok();
 }
 

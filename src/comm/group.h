@@ -37,12 +37,14 @@ struct OpDesc {
   // Where the buffers live (classified once per group, before lowering).
   device::MemoryKind sendMemory = device::MemoryKind::kHost;
   device::MemoryKind recvMemory = device::MemoryKind::kHost;
+  void* apiEvent = nullptr;    // the NCCL profiler's CollApi/P2pApi event (comm/profiling.h)
 };
 
 // The operations of one group on one communicator, in issue order.
 struct CommOps {
   Communicator* comm = nullptr;
   std::vector<OpDesc> ops;
+  void* groupApiEvent = nullptr;  // the NCCL profiler's GroupApi event of an explicit group
 };
 
 Status groupStart();

@@ -9,6 +9,7 @@
 // error = the reason). A failed communicator stays a valid handle until the
 // user destroys or aborts it.
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -190,6 +191,23 @@ Status reclaim(const std::shared_ptr<LifecycleState>& st, bool abort) {
   return Status::ok();
 }
 
+// An NCCL profiler plugin (NCCL_PROFILER_PLUGIN): one session per communicator.
+// A plugin that is named but unusable is a WARN once, and the communicator runs
+// without it (what NCCL does).
+static void openProfiler(Communicator* comm) {
+  bootstrap::Bootstrap& bs = *comm->bootstrap();
+  telemetry::ProfilerSession::Identity who{bs.commHash(), comm->config().commName, bs.nodeCount(), bs.nranks(),
+                                           bs.rank()};
+  auto session = telemetry::ProfilerSession::open(who);
+  if (session.isOk()) {
+    comm->setProfiler(session.take());
+    return;
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    TH_WARN("%s; running without the NCCL profiler plugin", session.status().message().c_str());
+}
+
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev) {
   if (!boot.isOk()) return failInit(comm, boot.status());
   std::unique_ptr<bootstrap::Bootstrap> b = boot.take();
@@ -209,6 +227,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   auto engine = createCollectiveEngine(*comm);
   if (!engine.isOk()) return failInit(comm, engine.status().withContext("creating the collective engine"));
   comm->setEngine(engine.take());
+  openProfiler(comm);
 
   comm->setLifecycle(Lifecycle::kReady);
   comm->setAsyncError(ncclSuccess);
