@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-asan test-tsan bench gpu-check docs-check clean
+.PHONY: all deps configure build run test test-asan test-tsan test-torch bench gpu-check docs-check clean
 
 all: build
 
@@ -39,6 +39,11 @@ test-asan:
 test-tsan:
 	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/tsan.supp \
 	  $(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
+
+# The newest PyTorch from PyPI (CUDA wheel + NVIDIA's NCCL wheel, cached in ~/.cache/theseus/torch;
+# a large first download, so not part of `make test`): symbols both ways and LD_PRELOAD import.
+test-torch: build
+	scripts/test-torch.sh $(BUILD)
 
 bench: build
 	scripts/bench.sh $(BUILD)
