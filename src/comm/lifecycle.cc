@@ -22,6 +22,7 @@
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
+#include "common/nccl_variables.h"
 #include "device/cuda_driver.h"
 #include "exec/device/device_executor.h"
 #include "transport/transport_manager.h"
@@ -232,6 +233,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   comm->setLifecycle(Lifecycle::kReady);
   comm->setAsyncError(ncclSuccess);
   printVersionOnce();
+  reportEnvironment();  // once: NCCL variables without effect, misspelt names
   const std::string& name = comm->config().commName;
   TH_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d cudaDev %d commHash %#llx%s%s - Init COMPLETE",
           static_cast<void*>(comm), bs.rank(), bs.nranks(), bs.nodeCount(), bs.localRanks().size(), bs.localRank(),

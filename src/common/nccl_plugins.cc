@@ -13,9 +13,12 @@
 namespace theseus::plugin {
 namespace {
 
-const StringKnob kNcclNetPlugin("NCCL_NET_PLUGIN", nullptr,
-                                "NCCL net plugin library; Theseus does not load net plugins yet, but the tuner and "
-                                "profiler plugins fall back to this library as NCCL's do");
+// NCCL_NET_PLUGIN (declared by the transports); "" when unset.
+std::string netPluginValue() {
+  const KnobInfo* k = findKnob("NCCL_NET_PLUGIN");
+  auto v = k != nullptr ? knobValueText(*k) : std::nullopt;
+  return v ? *v : std::string();
+}
 
 bool endsWith(const std::string& s, const char* tail) {
   size_t n = strlen(tail);
@@ -55,8 +58,9 @@ Result<NcclPluginLibrary> openNcclPlugin(const NcclPluginLookup& lookup) {
     lastError = lib.status().message();
   }
   // NCCL's fallback: the net plugin library may carry tuner and profiler too.
-  if (kNcclNetPlugin.isSet() && !kNcclNetPlugin.get().empty() && strcasecmp(kNcclNetPlugin.get().c_str(), "none")) {
-    for (const std::string& name : candidates("libnccl-net", kNcclNetPlugin.get())) {
+  const std::string net = netPluginValue();
+  if (!net.empty() && strcasecmp(net.c_str(), "none") != 0) {
+    for (const std::string& name : candidates("libnccl-net", net)) {
       out.tried += ", " + name + " (NCCL_NET_PLUGIN)";
       auto lib = Library::open(name, lookup.what);
       if (lib.isOk()) {

@@ -130,7 +130,8 @@ TEST(HarnessE2E, CorruptionThroughTheRealLibraryIsCaught) {
 }
 
 // A new user's first try of NCCL's tuning variables: NCCL_DEBUG=INFO says what took effect and how,
-// and the tuner plugin's choices (within NCCL_ALGO and NCCL_PROTO) are what runs.
+// and the tuner plugin's choices (within NCCL_ALGO and NCCL_PROTO) are what runs; a variable without
+// effect is named once, and a misspelt one gets the closest known name.
 TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
   std::string rules = "/tmp/theseus-e2e-tuner-" + std::to_string(getpid()) + ".csv";
   FILE* f = fopen(rules.c_str(), "w");
@@ -140,7 +141,8 @@ TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
   ProcResult r = launch(2, "all_reduce_perf", {"-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-c", "1"},
                         {"-x", "NCCL_ALGO=Tree", "-x", "NCCL_PROTO=Simple", "-x",
                          std::string("NCCL_TUNER_PLUGIN=") + TEST_TUNER_LIB, "-x", "TEST_TUNER_CONFIG=" + rules, "-x",
-                         "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV"});
+                         "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV", "-x", "NCCL_IB_HCA=mlx5_0", "-x",
+                         "NCCL_SOCKET_IFNMAE=lo"});
   unlink(rules.c_str());
   const std::string all = r.out + r.err;
   EXPECT_EQ(r.exitCode, 0) << diag(r);
@@ -153,7 +155,10 @@ TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
         // Ring/LL is outside NCCL_ALGO and NCCL_PROTO: the tuner's channel count still applies to the tree.
         "allreduce [65536, inf] -> double_binary_tree(channels=4)",
         "allreduce of 8 bytes uses double_binary_tree(channels=2)",
-        "allreduce of 1048576 bytes uses double_binary_tree(channels=4)"})
+        "allreduce of 1048576 bytes uses double_binary_tree(channels=4)",
+        // Variables that do nothing here, and a typo.
+        "NCCL_IB_HCA has no effect in Theseus: no InfiniBand/RoCE transport yet",
+        "NCCL_SOCKET_IFNMAE is not a variable NCCL or Theseus knows; did you mean NCCL_SOCKET_IFNAME?"})
     EXPECT_NE(all.find(line), std::string::npos) << "missing: " << line << "\n" << diag(r);
 }
 

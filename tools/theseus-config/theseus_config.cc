@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/knobs.h"
+#include "common/nccl_variables.h"
 #include "policy/default_selector.h"
 
 namespace {
@@ -32,7 +33,7 @@ std::string escape(const std::string& s) {
 }
 
 int usage() {
-  fprintf(stderr, "usage: theseus-config [--list | --markdown | --static-policy]\n");
+  fprintf(stderr, "usage: theseus-config [--list | --markdown | --nccl-variables | --static-policy]\n");
   return 2;
 }
 
@@ -44,6 +45,13 @@ int main(int argc, char** argv) {
   if (argc == 2) {
     if (strcmp(argv[1], "--static-policy") == 0) {
       fputs(theseus::policy::staticPolicyText().c_str(), stdout);
+      return 0;
+    }
+    if (strcmp(argv[1], "--nccl-variables") == 0) {
+      // Every variable NVIDIA's NCCL reads and what it does here (docs/configuration.md).
+      printf("| NCCL variable | In Theseus |\n|---|---|\n");
+      for (const auto& v : theseus::ncclVariables())
+        printf("| `%s` | %s%s |\n", v.name.c_str(), v.honoured ? "honoured: " : "no effect: ", escape(v.effect.c_str()).c_str());
       return 0;
     }
     if (strcmp(argv[1], "--markdown") == 0) markdown = true;
