@@ -86,11 +86,15 @@ Status executeOps(std::vector<CommOps>& work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran
   }
+  const bool profiled = anyProfiled(work);
   thread_local std::vector<LaunchEvents> events;
-  events.resize(work.size());
-  for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
+  if (profiled) {
+    events.resize(work.size());
+    for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
+  }
   Status s = executor->run(lanes, exec::ExecOptions{});
-  for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
+  if (profiled)
+    for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
     for (auto& w : work) w.comm->engine()->noteFailure(s);

@@ -67,7 +67,8 @@ Status runOpsNow(std::vector<CommOps>& work) {
   for (size_t i = 0; i < counted; ++i)
     if (LifecycleState* st = work[i].comm->lifecycleState()) st->opsInFlight.fetch_sub(1);
   // ncclTimeout only when every communicator's caller knows the code.
-  for (const auto& w : work) s = visibleTo(s, w.comm->config());
+  if (!s.isOk())
+    for (const auto& w : work) s = visibleTo(s, w.comm->config());
   return s;
 }
 

@@ -55,7 +55,7 @@ uint8_t channelsOf(const exec::Plan& p) {
 
 }  // namespace
 
-void profileGroupJoined(CommOps& w, int depth) {
+void profileGroupJoinedSlow(CommOps& w, int depth) {
   ProfilerSession* s = w.comm->profiler();
   if (s == nullptr) return;
   auto d = descr(ncclProfileGroupApi, nullptr);
@@ -64,16 +64,16 @@ void profileGroupJoined(CommOps& w, int depth) {
   s->record(w.groupApiEvent, ncclProfilerGroupStartApiStop);
 }
 
-void profileGroupEndStarts(CommOps& w) {
+void profileGroupEndStartsSlow(CommOps& w) {
   if (ProfilerSession* s = w.comm->profiler()) s->record(w.groupApiEvent, ncclProfilerGroupEndApiStart);
 }
 
-void profileGroupDone(CommOps& w) {
+void profileGroupDoneSlow(CommOps& w) {
   if (ProfilerSession* s = w.comm->profiler()) s->stop(w.groupApiEvent);
   w.groupApiEvent = nullptr;
 }
 
-void profileApiStart(Communicator* comm, OpDesc& op, void* groupApiEvent) {
+void profileApiStartSlow(Communicator* comm, OpDesc& op, void* groupApiEvent) {
   ProfilerSession* s = comm->profiler();
   if (s == nullptr) return;
   const bool coll = op.kind == OpDesc::Kind::kCollective;
@@ -93,7 +93,7 @@ void profileApiStart(Communicator* comm, OpDesc& op, void* groupApiEvent) {
   op.apiEvent = s->start(d);
 }
 
-void profileApiStop(Communicator* comm, OpDesc& op) {
+void profileApiStopSlow(Communicator* comm, OpDesc& op) {
   if (ProfilerSession* s = comm->profiler()) s->stop(op.apiEvent);
 }
 

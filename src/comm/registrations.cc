@@ -1,6 +1,10 @@
 #include "comm/registrations.h"
 
+#include <atomic>
 #include <unordered_set>
+
+#include "common/log.h"
+#include "transport/shared_memory_registry.h"
 
 namespace theseus::comm {
 namespace {
@@ -18,6 +22,23 @@ std::unordered_set<const Window*>& live() {
 
 constexpr int kKnownWindowFlags = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING;
 
+// Says once per process and call what a registration does here, for the
+// buffer kind the caller registered (docs/nccl-compatibility.md).
+void noteEffect(const char* call, const void* buff, size_t size) {
+  static std::atomic<bool> notedShared{false}, notedOther{false};
+  transport::SharedRegionRef ref;
+  const bool shared = buff != nullptr && transport::SharedMemoryRegistry::instance().find(buff, size, &ref);
+  std::atomic<bool>& noted = shared ? notedShared : notedOther;
+  if (noted.exchange(true)) return;
+  if (shared)
+    TH_INFO(log::kReg, "%s: the buffer comes from ncclMemAlloc, which local peers already read in place; "
+            "registering it changes nothing", call);
+  else
+    TH_INFO(log::kReg, "%s: recorded; it does not make the buffer zero-copy (peers cannot map memory that "
+            "ncclMemAlloc did not allocate; allocate with ncclMemAlloc for in-place reads between local ranks)",
+            call);
+}
+
 }  // namespace
 
 Registrations::~Registrations() {
@@ -27,6 +48,7 @@ Registrations::~Registrations() {
 
 Status Registrations::registerBuffer(void* buff, size_t size, void** handle) {
   if (buff == nullptr && size > 0) return invalidArgument("ncclCommRegister: buffer is NULL");
+  noteEffect("ncclCommRegister", buff, size);
   std::lock_guard<std::mutex> lock(mu_);
   buffers_.push_back(std::make_unique<Range>(buff, size));
   *handle = buffers_.back().get();
@@ -49,6 +71,7 @@ Status Registrations::registerWindow(Communicator* comm, int rank, int nranks, v
   if ((flags & ~kKnownWindowFlags) != 0)
     return invalidArgument("ncclCommWindowRegister: invalid flags 0x%x (NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, "
                            "NCCL_WIN_STRICT_ORDERING)", flags);
+  noteEffect("ncclCommWindowRegister", buff, size);
   auto w = std::make_unique<Window>();
   w->comm = comm;
   w->userPtr = buff;

@@ -1,9 +1,15 @@
 // Registrations: a communicator's registered buffers (ncclCommRegister /
 // ncclCommDeregister) and windows (ncclCommWindowRegister /
-// ncclCommWindowDeregister). Today they are recorded, not used for zero-copy:
-// host collectives find peer-mappable memory through the shared-memory
-// registry (ncclMemAlloc), whatever was registered. Handles stay valid until
-// deregistered or the communicator goes.
+// ncclCommWindowDeregister). They are recorded, not used for zero-copy: host
+// collectives find peer-mappable memory through the shared-memory registry
+// (ncclMemAlloc buffers are read in place by local peers whether registered
+// or not), and memory ncclMemAlloc did not allocate cannot be mapped by other
+// processes after the fact (cross-memory attach, process_vm_readv, is refused
+// by Yama's ptrace_scope in common containers, and could not serve the
+// reducing steps, which read peers' data in place). Device buffers would be
+// registered for IPC/RDMA by the CUDA and verbs paths. The first registration
+// of each kind says so at INFO (REG). Handles stay valid until deregistered or
+// the communicator goes.
 //
 // A window handle (ncclWindow_t) points to a Window. Some NCCL calls take a
 // window without its communicator (ncclGetLsaDevicePointer, ...): windowOf()
