@@ -55,3 +55,24 @@ function(theseus_api_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "api;${T_LABELS}"
     ENVIRONMENT "THESEUS_BOOTSTRAP_TIMEOUT_MS=60000")
 endfunction()
+
+# One test plugin library per variant of a C source built with -DFAULT_<variant>=1:
+#   theseus_test_plugin_variants(<source> <output prefix> <definition prefix> <out var> VARIANTS ...)
+# builds lib<output prefix>-<variant>.so into lib/test-plugins (target <output prefix>_<variant>, dashes as
+# underscores) and appends "<definition prefix>_<VARIANT>=<path>" to <out var>, for the test's definitions.
+function(theseus_test_plugin_variants source prefix define out)
+  cmake_parse_arguments(P "" "" "VARIANTS" ${ARGN})
+  set(defs ${${out}})
+  foreach(variant ${P_VARIANTS})
+    string(TOLOWER ${variant} lower)
+    string(REPLACE "-" "_" target "${prefix}_${lower}")
+    add_library(${target} MODULE ${source})
+    target_include_directories(${target} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+    target_compile_definitions(${target} PRIVATE FAULT_${variant}=1)
+    target_compile_options(${target} PRIVATE -Wno-unused-function)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/test-plugins
+                                               OUTPUT_NAME ${prefix}-${lower} PREFIX lib)
+    list(APPEND defs ${define}_${variant}="$<TARGET_FILE:${target}>")
+  endforeach()
+  set(${out} ${defs} PARENT_SCOPE)
+endfunction()

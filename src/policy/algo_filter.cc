@@ -106,33 +106,29 @@ Result<AlgoFilter> AlgoFilter::parseWith(const std::string& text, const char* va
   return f;
 }
 
+// The filter a variable describes, parsed once; a bad value is a WARN and filters nothing.
+static AlgoFilter filterFromEnv(const StringKnob& knob, Result<AlgoFilter> (*parse)(const std::string&),
+                                const char* effect, const char* note) {
+  auto r = parse(knob.get());
+  if (!r.isOk()) {
+    TH_WARN("%s; %s ignored", r.status().message().c_str(), knob.name());
+    return AlgoFilter();
+  }
+  if (knob.isSet())
+    TH_INFO(log::kTuning | log::kEnv, "%s=%s takes effect%s %s%s", knob.name(), knob.get().c_str(), effect,
+            r.value().describe().c_str(), note);
+  return r.take();
+}
+
 const AlgoFilter& AlgoFilter::fromEnv() {
-  static const AlgoFilter filter = [] {
-    auto r = parse(kNcclAlgo.get());
-    if (!r.isOk()) {
-      TH_WARN("%s; NCCL_ALGO ignored", r.status().message().c_str());
-      return AlgoFilter();
-    }
-    if (kNcclAlgo.isSet())
-      TH_INFO(log::kTuning | log::kEnv, "NCCL_ALGO=%s takes effect: schedules allowed %s", kNcclAlgo.get().c_str(),
-              r.value().describe().c_str());
-    return r.take();
-  }();
+  static const AlgoFilter filter = filterFromEnv(kNcclAlgo, &AlgoFilter::parse, ": schedules allowed", "");
   return filter;
 }
 
 const AlgoFilter& AlgoFilter::protocolsFromEnv() {
-  static const AlgoFilter filter = [] {
-    auto r = parseProtocols(kNcclProto.get());
-    if (!r.isOk()) {
-      TH_WARN("%s; NCCL_PROTO ignored", r.status().message().c_str());
-      return AlgoFilter();
-    }
-    if (kNcclProto.isSet())
-      TH_INFO(log::kTuning | log::kEnv, "NCCL_PROTO=%s takes effect on the NCCL tuner's cost table: protocols allowed %s "
-              "(Theseus runs one protocol for all of them)", kNcclProto.get().c_str(), r.value().describe().c_str());
-    return r.take();
-  }();
+  static const AlgoFilter filter =
+      filterFromEnv(kNcclProto, &AlgoFilter::parseProtocols, " on the NCCL tuner's cost table: protocols allowed",
+                    " (Theseus runs one protocol for all of them)");
   return filter;
 }
 

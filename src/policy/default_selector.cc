@@ -1,6 +1,9 @@
 #include "policy/default_selector.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -139,9 +142,22 @@ Choice staticChoice(const RequestShape& req, const AlgoFilter& filter) {
     if (schedule::builtinSupports(name, req.collective, req.nranks) && filter.allows(req.collective, name))
       return Choice{name, {}};
   }
-  TH_INFO(log::kTuning, "NCCL_ALGO allows no schedule for %s with %d ranks; using %s",
-          schedule::collectiveName(req.collective), req.nranks, fallback ? fallback : "ring");
-  return Choice{fallback ? fallback : "ring", {}};
+  const char* chosen = fallback ? fallback : "ring";
+  // Said once per process for each collective, rank count and fallback (the choice is made per size class
+  // and per table evaluation).
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::string key = std::string(schedule::collectiveName(req.collective)) + "/" + std::to_string(req.nranks) + "/" +
+                    chosen;
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = said.insert(key).second;
+  }
+  if (first)
+    TH_INFO(log::kTuning, "NCCL_ALGO allows no schedule for %s with %d ranks; using %s",
+            schedule::collectiveName(req.collective), req.nranks, chosen);
+  return Choice{chosen, {}};
 }
 
 }  // namespace theseus::policy
