@@ -1,5 +1,7 @@
 // Unique ids and the communicator lifecycle (init, split, shrink, grow,
 // suspend and resume, finalize, destroy, abort, revoke).
+#include <cstring>
+
 #include "api/guard.h"
 #include "comm/lifecycle.h"
 
@@ -123,9 +125,13 @@ NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
 }
 
 NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  // The caller may pass any int: read the bits, never load an out-of-range enum (undefined behaviour).
+  int raw;
+  static_assert(sizeof(raw) == sizeof(stat), "ncclCommMemStat_t is int-sized");
+  memcpy(&raw, &stat, sizeof(raw));
   return TH_API_GUARD({
     comm::Communicator* c;
     TH_ASSIGN(c, comm::fromHandle(comm));
-    return comm::commMemStats(c, stat, value);
+    return comm::commMemStats(c, raw, value);
   });
 }

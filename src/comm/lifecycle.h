@@ -24,7 +24,8 @@ Status commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, int ra
 // ncclCommSuspend / Resume / MemStats (lifecycle_suspend.cc).
 Status commSuspend(Communicator* comm, int flags);
 Status commResume(Communicator* comm);
-Status commMemStats(Communicator* comm, ncclCommMemStat_t stat, uint64_t* value);
+// `stat` as the caller passed it: an int, since a value outside the enum must be refused, not loaded as one.
+Status commMemStats(Communicator* comm, int stat, uint64_t* value);
 Status commFinalize(Communicator* comm);
 Status commDestroy(Communicator* comm);
 Status commAbort(Communicator* comm);

@@ -70,7 +70,7 @@ Status commResume(Communicator* comm) {
   return enqueueMemoryJob(comm, "ncclCommResume", [](CollectiveEngine& e) { return e.resume(); });
 }
 
-Status commMemStats(Communicator* comm, ncclCommMemStat_t stat, uint64_t* value) {
+Status commMemStats(Communicator* comm, int stat, uint64_t* value) {
   if (value == nullptr) return invalidArgument("ncclCommMemStats: value is NULL");
   CollectiveEngine::Memory m;
   if (comm->engine() != nullptr) m = comm->engine()->memory();  // no engine (failed, destroyed parts): nothing held
@@ -79,7 +79,7 @@ Status commMemStats(Communicator* comm, ncclCommMemStat_t stat, uint64_t* value)
     case ncclStatGpuMemSuspended: *value = m.suspended ? 1 : 0; break;
     case ncclStatGpuMemPersist: *value = m.persistent; break;
     case ncclStatGpuMemTotal: *value = m.releasable + m.persistent; break;
-    default: return invalidArgument("ncclCommMemStats: stat %d is not a ncclCommMemStat_t", static_cast<int>(stat));
+    default: return invalidArgument("ncclCommMemStats: stat %d is not a ncclCommMemStat_t", stat);
   }
   return Status::ok();
 }

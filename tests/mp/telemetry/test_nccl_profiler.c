@@ -21,6 +21,8 @@ typedef struct {
   int nextId;
   char* log;
   size_t used, cap;
+  void** handles; /* every handle handed out, freed at finalize */
+  int nHandles, capHandles;
 } Context;
 
 static void append(Context* c, const char* line) {
@@ -33,7 +35,7 @@ static void append(Context* c, const char* line) {
   c->used += n;
 }
 
-/* Handles are (context, id) pairs kept in a never-freed pool so that stopped
+/* Handles are (context, id) pairs that live until finalize, so that stopped
  * events stay valid parents, as in NVIDIA's example. */
 typedef struct {
   Context* ctx;
@@ -66,6 +68,11 @@ static ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventD
   int n;
   h->ctx = c;
   h->id = ++c->nextId;
+  if (c->nHandles == c->capHandles) {
+    c->capHandles = c->capHandles ? 2 * c->capHandles : 64;
+    c->handles = (void**)realloc(c->handles, c->capHandles * sizeof(void*));
+  }
+  c->handles[c->nHandles++] = h;
   n = snprintf(line, sizeof(line), "start %d %llu %d %d", h->id, (unsigned long long)d->type, idOf(d->parentObj),
                d->rank);
   switch (d->type) {
@@ -128,6 +135,8 @@ static ncclResult_t finalize(void* context) {
       fclose(f);
     }
   }
+  for (int i = 0; i < c->nHandles; ++i) free(c->handles[i]);
+  free(c->handles);
   free(c->log);
   free(c);
   return ncclSuccess;
