@@ -59,7 +59,7 @@ Result<NcclPluginLibrary> openNcclPlugin(const NcclPluginLookup& lookup) {
   }
   // NCCL's fallback: the net plugin library may carry tuner and profiler too.
   const std::string net = netPluginValue();
-  if (!net.empty() && strcasecmp(net.c_str(), "none") != 0) {
+  if (strcmp(lookup.prefix, "libnccl-net") != 0 && !net.empty() && strcasecmp(net.c_str(), "none") != 0) {
     for (const std::string& name : candidates("libnccl-net", net)) {
       out.tried += ", " + name + " (NCCL_NET_PLUGIN)";
       auto lib = Library::open(name, lookup.what);

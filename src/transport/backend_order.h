@@ -7,8 +7,10 @@
 //   2. network — between hosts, and for local peers shm does not serve:
 //                today "Socket" (TCP). NCCL_NET picks a network by NCCL's name;
 //                one Theseus does not have fails init, as in NCCL.
+// NCCL_NET_PLUGIN's plugin is loaded and its devices reported (netplugin/),
+// but carries no data yet; NCCL_NET naming its network fails init saying so.
 // (Next: cuda_ipc before shm for GPU buffers, NCCL_P2P_DISABLE=1 turning it
-// off; ib and NCCL net plugins — NCCL_NET_PLUGIN — ahead of Socket.)
+// off; ib and NCCL net plugins as backends ahead of Socket.)
 //
 // Every rank instantiates the same backends in the same order (their set-up
 // rounds must line up); a backend a rank disabled still takes part, offering

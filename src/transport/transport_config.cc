@@ -18,9 +18,10 @@ const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
                            "1 disables GPU peer-to-peer transports (CUDA IPC); Theseus has none yet, so it changes "
                            "nothing today");
 const StringKnob kNetPlugin("NCCL_NET_PLUGIN", nullptr,
-                            "An NCCL net plugin to load ('none': none). Theseus does not load net plugins yet: a "
-                            "name is reported once and the internal Socket network is used; NCCL tuner and profiler "
-                            "plugins are looked for in this library when their own is not found, as NCCL does");
+                            "NCCL net plugins to look for, NCCL's rules (comma list; name or path, then "
+                            "libnccl-net-<name>.so; 'none'): the first usable one is loaded and its devices reported, "
+                            "but the internal Socket network still carries the data. NCCL tuner and profiler plugins "
+                            "are looked for in this library when their own is not found, as NCCL does");
 const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
 const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 128 << 10,
                             "Bytes per shared-memory FIFO slot, rounded up to 4 KiB: the largest inline message (wins over "
