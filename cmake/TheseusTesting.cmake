@@ -57,12 +57,11 @@ function(theseus_api_test name)
 endfunction()
 
 # One test plugin library per variant of a C source built with -DFAULT_<variant>=1:
-#   theseus_test_plugin_variants(<source> <output prefix> <definition prefix> <out var> VARIANTS ...)
-# builds lib<output prefix>-<variant>.so into lib/test-plugins (target <output prefix>_<variant>, dashes as
-# underscores) and appends "<definition prefix>_<VARIANT>=<path>" to <out var>, for the test's definitions.
-function(theseus_test_plugin_variants source prefix define out)
-  cmake_parse_arguments(P "" "" "VARIANTS" ${ARGN})
-  set(defs ${${out}})
+#   theseus_test_plugin_variants(<source> <output prefix> <definition prefix> FOR <test> VARIANTS ...)
+# builds lib<output prefix>-<variant>.so into lib/test-plugins and gives <test> (when it exists) the
+# definitions <definition prefix>_<VARIANT>="<path>" and a dependency on every library.
+function(theseus_test_plugin_variants source prefix define)
+  cmake_parse_arguments(P "" "FOR" "VARIANTS" ${ARGN})
   foreach(variant ${P_VARIANTS})
     string(TOLOWER ${variant} lower)
     string(REPLACE "-" "_" target "${prefix}_${lower}")
@@ -72,7 +71,9 @@ function(theseus_test_plugin_variants source prefix define out)
     target_compile_options(${target} PRIVATE -Wno-unused-function)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/test-plugins
                                                OUTPUT_NAME ${prefix}-${lower} PREFIX lib)
-    list(APPEND defs ${define}_${variant}="$<TARGET_FILE:${target}>")
+    if(P_FOR AND TARGET ${P_FOR})
+      target_compile_definitions(${P_FOR} PRIVATE ${define}_${variant}="$<TARGET_FILE:${target}>")
+      add_dependencies(${P_FOR} ${target})
+    endif()
   endforeach()
-  set(${out} ${defs} PARENT_SCOPE)
 endfunction()

@@ -50,40 +50,32 @@ typedef struct {
   int ptrSupport;
 } ncclNetPropertiesHead_t;
 
+/* The members v9 to v12 share, in order. */
+#define THESEUS_NCCL_NET_PROPS_COMMON \
+  char* name;                         \
+  char* pciPath;                      \
+  uint64_t guid;                      \
+  int ptrSupport;                     \
+  int regIsGlobal;                    \
+  int forceFlush;                     \
+  int speed; /* Mbps */               \
+  int port;                           \
+  float latency; /* us */             \
+  int maxComms;                       \
+  int maxRecvs;                       \
+  ncclNetDeviceType netDeviceType;    \
+  int netDeviceVersion;
+
 /* v9 and v10 (v10 = v9's layout). */
 typedef struct {
-  char* name;
-  char* pciPath;
-  uint64_t guid;
-  int ptrSupport;
-  int regIsGlobal;
-  int forceFlush;
-  int speed; /* Mbps */
-  int port;
-  float latency; /* us */
-  int maxComms;
-  int maxRecvs;
-  ncclNetDeviceType netDeviceType;
-  int netDeviceVersion;
+  THESEUS_NCCL_NET_PROPS_COMMON
   ncclNetVDeviceProps_v11_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;
 } ncclNetProperties_v10_t;
 
 typedef struct {
-  char* name;
-  char* pciPath;
-  uint64_t guid;
-  int ptrSupport;
-  int regIsGlobal;
-  int forceFlush;
-  int speed;
-  int port;
-  float latency;
-  int maxComms;
-  int maxRecvs;
-  ncclNetDeviceType netDeviceType;
-  int netDeviceVersion;
+  THESEUS_NCCL_NET_PROPS_COMMON
   ncclNetVDeviceProps_v11_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;
@@ -91,19 +83,7 @@ typedef struct {
 } ncclNetProperties_v11_t;
 
 typedef struct {
-  char* name;
-  char* pciPath;
-  uint64_t guid;
-  int ptrSupport;
-  int regIsGlobal;
-  int forceFlush;
-  int speed;
-  int port;
-  float latency;
-  int maxComms;
-  int maxRecvs;
-  ncclNetDeviceType netDeviceType;
-  int netDeviceVersion;
+  THESEUS_NCCL_NET_PROPS_COMMON
   ncclNetVDeviceProps_v12_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;

@@ -56,7 +56,8 @@ static ncclResult_t propsV12(int dev, ncclNetProperties_v12_t* props) {
   return ncclSuccess;
 }
 
-static ncclResult_t propsV11(int dev, ncclNetProperties_v11_t* props) {
+/* v9..v11 layouts: the v12 values up to netDeviceVersion, one vdevice, the byte limits. */
+static ncclResult_t propsOlder(int dev, ncclNetProperties_v10_t* props) {
   ncclNetProperties_v12_t p;
   if (dev < 0 || dev >= nDevices) return ncclInvalidArgument;
   fill(dev, &p);
@@ -65,22 +66,16 @@ static ncclResult_t propsV11(int dev, ncclNetProperties_v11_t* props) {
   props->vProps.devs[0] = dev;
   props->maxP2pBytes = p.maxP2pBytes;
   props->maxCollBytes = p.maxCollBytes;
-  props->maxMultiRequestSize = 1;
   return ncclSuccess;
 }
 
-static ncclResult_t propsV9(int dev, void* out) {
-  ncclNetProperties_v10_t* props = (ncclNetProperties_v10_t*)out;
-  ncclNetProperties_v12_t p;
-  if (dev < 0 || dev >= nDevices) return ncclInvalidArgument;
-  fill(dev, &p);
-  memcpy(props, &p, offsetof(ncclNetProperties_v12_t, vProps));
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = p.maxP2pBytes;
-  props->maxCollBytes = p.maxCollBytes;
-  return ncclSuccess;
+static ncclResult_t propsV11(int dev, ncclNetProperties_v11_t* props) {
+  ncclResult_t r = propsOlder(dev, (ncclNetProperties_v10_t*)props); /* v11 = v10 + one trailing int */
+  props->maxMultiRequestSize = 1;
+  return r;
 }
+
+static ncclResult_t propsV9(int dev, void* out) { return propsOlder(dev, (ncclNetProperties_v10_t*)out); }
 
 static ncclResult_t propsV6(int dev, void* out) {
   ncclNetPropertiesHead_t* props = (ncclNetPropertiesHead_t*)out;
