@@ -53,6 +53,7 @@ Result<NcclPluginLibrary> openNcclPlugin(const NcclPluginLookup& lookup) {
     auto lib = Library::open(name, lookup.what);
     if (lib.isOk()) {
       out.library = lib.take();
+      out.optional = !lookup.set;
       return out;
     }
     lastError = lib.status().message();
@@ -65,6 +66,7 @@ Result<NcclPluginLibrary> openNcclPlugin(const NcclPluginLookup& lookup) {
       auto lib = Library::open(name, lookup.what);
       if (lib.isOk()) {
         out.library = lib.take();
+        out.optional = true;
         return out;
       }
     }

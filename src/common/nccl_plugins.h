@@ -33,6 +33,9 @@ struct NcclPluginLookup {
 struct NcclPluginLibrary {
   std::unique_ptr<Library> library;  // null: no plugin (off, or unset and not found)
   std::string tried;                 // the names tried, for messages ("libnccl-tuner.so, ...")
+  // The library is only a candidate: the default name with the variable unset, or NCCL_NET_PLUGIN's
+  // library as the fallback. One that lacks the plugin's symbols is then no plugin, not an error.
+  bool optional = false;
 };
 
 // The library NCCL would load for `lookup`. An error when the variable names a

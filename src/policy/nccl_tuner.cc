@@ -109,7 +109,13 @@ Result<std::unique_ptr<NcclTuner>> NcclTuner::open(const std::string& value, boo
   if (const KnobInfo* slice = findKnob("THESEUS_SLICE_BYTES"))
     if (auto text = knobValueText(*slice))
       if (auto v = parseIntWithSuffix(text->c_str())) t->sliceBytes_ = static_cast<uint64_t>(*v);
-  TH_ASSIGN(plugin::Library::Symbol sym, t->library_->findVersioned(kKnown, kNewer));
+  auto versioned = t->library_->findVersioned(kKnown, kNewer);
+  if (!versioned.isOk() && found.optional) {
+    // A candidate (libnccl-tuner.so with the variable unset, NCCL_NET_PLUGIN's library) that is no tuner: none.
+    TH_INFO(log::kInit | log::kTuning, "%s; no NCCL tuner plugin", versioned.status().message().c_str());
+    return std::unique_ptr<NcclTuner>();
+  }
+  TH_ASSIGN(plugin::Library::Symbol sym, std::move(versioned));
   t->descriptor_ = sym.address;
   t->version_ = kNewestVersion - static_cast<int>(sym.index);
   const std::string& path = t->library_->path();

@@ -44,28 +44,32 @@ std::weak_ptr<ProfilerSession::Plugin>& cached() {
 }  // namespace
 
 Result<std::unique_ptr<ProfilerSession>> ProfilerSession::open(const Identity& who) {
-  if (!kProfilerPlugin.isSet()) {
-    plugin::NcclPluginLookup probe{"profiler plugin", "libnccl-profiler", "NCCL_PROFILER_PLUGIN", "", false};
-    TH_ASSIGN(plugin::NcclPluginLibrary found, plugin::openNcclPlugin(probe));
-    if (!found.library) return std::unique_ptr<ProfilerSession>();
-    return open(found.library->path(), who);
-  }
-  return open(kProfilerPlugin.get(), who);
+  return open(kProfilerPlugin.get(), kProfilerPlugin.isSet(), who);
 }
 
 Result<std::unique_ptr<ProfilerSession>> ProfilerSession::open(const std::string& value, const Identity& who) {
+  return open(value, true, who);
+}
+
+Result<std::unique_ptr<ProfilerSession>> ProfilerSession::open(const std::string& value, bool set,
+                                                               const Identity& who) {
   std::shared_ptr<Plugin> p;
   {
     std::lock_guard<std::mutex> lock(gLoadMutex);
     p = cached().lock();
     if (!p || p->value != value) {
-      plugin::NcclPluginLookup lookup{"profiler plugin", "libnccl-profiler", "NCCL_PROFILER_PLUGIN", value, true};
+      plugin::NcclPluginLookup lookup{"profiler plugin", "libnccl-profiler", "NCCL_PROFILER_PLUGIN", value, set};
       TH_ASSIGN(plugin::NcclPluginLibrary found, plugin::openNcclPlugin(lookup));
       if (!found.library) return std::unique_ptr<ProfilerSession>();
       auto fresh = std::make_shared<Plugin>();
       fresh->library = std::move(found.library);
       fresh->value = value;
       auto sym = fresh->library->findVersioned(kKnown, kNewer);
+      if (!sym.isOk() && found.optional) {
+        // A candidate (libnccl-profiler.so with the variable unset, NCCL_NET_PLUGIN's library) that is no profiler.
+        TH_INFO(log::kInit | log::kProfile, "%s; no NCCL profiler plugin", sym.status().message().c_str());
+        return std::unique_ptr<ProfilerSession>();
+      }
       if (!sym.isOk()) {
         for (const char* old : kOlder)
           if (fresh->library->find(old) != nullptr)

@@ -69,6 +69,7 @@ class ProfilerSession {
 
  private:
   ProfilerSession() = default;
+  static Result<std::unique_ptr<ProfilerSession>> open(const std::string& value, bool set, const Identity& who);
   std::shared_ptr<Plugin> plugin_;
   void* context_ = nullptr;
   int mask_ = 0;

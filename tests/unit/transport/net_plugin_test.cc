@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "policy/nccl_tuner.h"
+#include "telemetry/nccl_profiler.h"
 #include "transport/backend_order.h"
 #include "transport/netplugin/net_plugin.h"
 
@@ -117,6 +119,25 @@ TEST(NetPlugin, NcclNetNamingThePluginsNetworkSaysWhyItCannotRun) {
   EXPECT_EQ(inits, 1);
   unlink(log.c_str());
   unsetenv("TEST_NET_INIT_LOG");
+}
+
+// NCCL looks for the tuner and profiler in the net plugin's library when their own is not found; a net
+// plugin that carries neither is then simply no tuner and no profiler (no error, no WARN).
+TEST(NetPlugin, ANetPluginWithoutTunerOrProfilerIsNeither) {
+  setenv("NCCL_NET_PLUGIN", TEST_NET_GOOD, 1);
+  unsetenv("NCCL_TUNER_PLUGIN");
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  auto tuner = policy::NcclTuner::loadConfigured(policy::TunerContext{1, 2, {}});
+  ASSERT_TRUE(tuner.isOk()) << tuner.status().message();
+  EXPECT_EQ(tuner.value(), nullptr);
+  auto profiler = telemetry::ProfilerSession::open(telemetry::ProfilerSession::Identity{1, "", 1, 2, 0});
+  ASSERT_TRUE(profiler.isOk()) << profiler.status().message();
+  EXPECT_EQ(profiler.value(), nullptr);
+  // Named explicitly, the same library is an error: it is not a tuner.
+  auto named = policy::NcclTuner::load(TEST_NET_GOOD, policy::TunerContext{1, 2, {}});
+  ASSERT_FALSE(named.isOk());
+  EXPECT_HAS(named.status().message(), "not a tuner plugin: symbol ncclTunerPlugin_v6 not found");
+  unsetenv("NCCL_NET_PLUGIN");
 }
 
 }  // namespace
