@@ -80,12 +80,7 @@ Status runInit(const std::shared_ptr<LifecycleState>& st, const std::vector<nccl
                int cudaDev) {
   JobScope job(st);
   TH_CHECK(job.status());
-  log::setThreadDevice(cudaDev);
-  bootstrap::InitOptions options;
-  options.cudaDev = cudaDev;
-  options.abort = &st->bootstrapAbort;
-  auto boot = bootstrap::createFromUniqueIds(ids.data(), static_cast<int>(ids.size()), rank, nranks, options);
-  return finishInit(st->comm, std::move(boot), cudaDev);
+  return initFromUniqueIds(st, ids.data(), static_cast<int>(ids.size()), rank, nranks, cudaDev);
 }
 
 Status checkInitArgs(ncclComm_t* newcomm, int nranks, const ncclUniqueId* ids, int nIds, int rank) {
@@ -207,6 +202,15 @@ static void openProfiler(Communicator* comm) {
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
     TH_WARN("%s; running without the NCCL profiler plugin", session.status().message().c_str());
+}
+
+Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUniqueId* ids, int nIds, int rank,
+                         int nranks, int cudaDev) {
+  log::setThreadDevice(cudaDev);
+  bootstrap::InitOptions options;
+  options.cudaDev = cudaDev;
+  options.abort = &st->bootstrapAbort;
+  return finishInit(st->comm, bootstrap::createFromUniqueIds(ids, nIds, rank, nranks, options), cudaDev);
 }
 
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev) {

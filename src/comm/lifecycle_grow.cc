@@ -26,7 +26,6 @@
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
-#include "device/cuda_driver.h"
 
 namespace theseus::comm {
 namespace {
@@ -36,15 +35,6 @@ Status failGrown(const std::shared_ptr<LifecycleState>& st, const Status& why) {
   st->comm->setLifecycle(Lifecycle::kFailed);
   st->comm->setAsyncError(why.code(), why.message());
   return visibleTo(why, st->comm->config());
-}
-
-Status joinRendezvous(const std::shared_ptr<LifecycleState>& st, const ncclUniqueId& id, int rank, int nRanks,
-                      int cudaDev) {
-  bootstrap::InitOptions options;
-  options.cudaDev = cudaDev;
-  options.abort = &st->bootstrapAbort;
-  log::setThreadDevice(cudaDev);
-  return finishInit(st->comm, bootstrap::createFromUniqueIds(&id, 1, rank, nRanks, options), cudaDev);
 }
 
 // Existing ranks: agree on the coordinator's id over the parent, then join.
@@ -89,7 +79,7 @@ Status runGrowExisting(const std::shared_ptr<LifecycleState>& pst, const std::sh
   memcpy(id.internal, chosen.data() + 6, sizeof(id.internal));
   TH_INFO(log::kInit, "ncclCommGrow: rank %d of %d joins a communicator of %d ranks (id from rank %d)", parent->rank(),
           parent->nranks(), nRanks, coordinator);
-  return joinRendezvous(cst, id, parent->rank(), nRanks, parent->cudaDev());
+  return initFromUniqueIds(cst, &id, 1, parent->rank(), nRanks, parent->cudaDev());
 }
 
 // Takes the coordinator's pending id when `id` is it (each id serves one grow).
@@ -132,18 +122,8 @@ Status commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, int ra
       return invalidArgument("ncclCommGrow: rank %d is out of range [0, %d) for a new rank", rank, nRanks);
     auto decoded = bootstrap::decodeRootId(*id);
     if (!decoded.isOk()) return decoded.status().withContext("ncclCommGrow: uniqueId");
-    CommConfig cfg;
-    TH_CHECK(parseConfig(config, nullptr, &cfg));
-    int dev = device::CudaDriver::callerDevice();
-    if (dev < 0) dev = 0;
-    auto st = newCommunicator(cfg);
-    __atomic_store_n(newcomm, static_cast<ncclComm*>(st->comm), __ATOMIC_RELEASE);
-    const ncclUniqueId copy = *id;
-    return enqueueJob(st->comm, cfg.blocking, [st, copy, rank, nRanks, dev] {
-      JobScope job(st);
-      TH_CHECK(job.status());
-      return joinRendezvous(st, copy, rank, nRanks, dev);
-    });
+    // Otherwise a plain init from the coordinator's id.
+    return commInitRank(newcomm, nRanks, id, 1, rank, config);
   }
   // An existing rank.
   if (rank != -1)

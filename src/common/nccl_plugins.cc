@@ -20,16 +20,11 @@ std::string netPluginValue() {
   return v ? *v : std::string();
 }
 
-bool endsWith(const std::string& s, const char* tail) {
-  size_t n = strlen(tail);
-  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
-
 // NCCL's candidates for a value: as given, then "<prefix>-<value>.so" unless
 // the value already looks like a library name or a path.
 std::vector<std::string> candidates(const char* prefix, const std::string& value) {
   std::vector<std::string> out{value};
-  bool libraryLike = value.find('/') != std::string::npos || value.rfind("lib", 0) == 0 || endsWith(value, ".so");
+  bool libraryLike = value.find('/') != std::string::npos || value.starts_with("lib") || value.ends_with(".so");
   if (!libraryLike) out.push_back(std::string(prefix) + "-" + value + ".so");
   return out;
 }

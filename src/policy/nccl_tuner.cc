@@ -31,10 +31,10 @@ const char* const kNewer[] = {"ncclTunerPlugin_v7", "ncclTunerPlugin_v8", "ncclT
 
 bool tuned(Collective c) { return std::find(std::begin(kTuned), std::end(kTuned), c) != std::end(kTuned); }
 
-// The cost model's block size for NCCL's nBytes (allgather/reducescatter count the whole buffer).
+// The cost model's block size for NCCL's nBytes, the larger buffer (allgather/reducescatter count all blocks).
 size_t blockBytes(Collective c, uint64_t nBytes, int nranks) {
-  uint64_t b = c == Collective::kAllGather || c == Collective::kReduceScatter ? nBytes / nranks : nBytes;
-  return static_cast<size_t>(std::max<uint64_t>(b, 1));
+  const uint64_t blocks = std::max(schedule::inputBlocks(c, nranks), schedule::outputBlocks(c, nranks));
+  return static_cast<size_t>(std::max<uint64_t>(nBytes / blocks, 1));
 }
 
 schedule::user::LinkParams linkModel(const TunerContext& ctx) {

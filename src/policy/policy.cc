@@ -22,12 +22,8 @@ const schedule::Collective kCollectives[] = {
     schedule::Collective::kReduceScatter, schedule::Collective::kAllReduce, schedule::Collective::kAlltoAll,
     schedule::Collective::kScatter,   schedule::Collective::kGather};
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool isSharedObject(const std::string& spec) {
-  if (endsWith(spec, ".so")) return true;
+  if (spec.ends_with(".so")) return true;
   size_t at = spec.rfind(".so.");
   if (at == std::string::npos) return false;
   for (size_t i = at + 4; i < spec.size(); ++i)
@@ -73,7 +69,7 @@ Result<std::unique_ptr<Policy>> load(const std::string& spec) {
     if (!p.isOk()) return p.status();
     return std::unique_ptr<Policy>(p.take());
   }
-  if (endsWith(spec, ".json")) {
+  if (spec.ends_with(".json")) {
     auto p = JsonPolicy::loadFile(spec);
     if (!p.isOk()) return p.status();
     return std::unique_ptr<Policy>(p.take());

@@ -21,17 +21,13 @@ const StringKnob kSchedules("THESEUS_SCHEDULES", "",
                             "User schedules to load: files or directories (',' or ':' separated) of *.json schedules, "
                             "*.xml MSCCL algorithms and *.so schedule plugins (docs/schedule-format.md)");
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 enum class FileType { kJson, kXml, kPlugin, kOther };
 
 FileType fileType(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
-  if (endsWith(base, ".json")) return FileType::kJson;
-  if (endsWith(base, ".xml")) return FileType::kXml;
-  if (endsWith(base, ".so") || base.find(".so.") != std::string::npos) return FileType::kPlugin;
+  if (base.ends_with(".json")) return FileType::kJson;
+  if (base.ends_with(".xml")) return FileType::kXml;
+  if (base.ends_with(".so") || base.find(".so.") != std::string::npos) return FileType::kPlugin;
   return FileType::kOther;
 }
 
@@ -52,7 +48,7 @@ Result<std::vector<std::string>> listDirectory(const std::string& dir) {
   }
   closedir(d);
   std::sort(names.begin(), names.end());
-  std::string prefix = endsWith(dir, "/") ? dir : dir + "/";
+  std::string prefix = dir.ends_with("/") ? dir : dir + "/";
   for (std::string& n : names) n = prefix + n;
   return names;
 }
