@@ -153,6 +153,7 @@ TEST(ShmTransport, DirectMessagesAndTickets) {
       ASSERT_TRUE(boot.barrier().isOk());
       EXPECT_TRUE(s->consumed(t1));
       EXPECT_FALSE(s->consumed(t2));
+      ASSERT_TRUE(boot.barrier().isOk());  // only now may the receiver release the second
       ASSERT_TRUE(consumedWithin(m, s, t2, 5000).isOk());
     } else {
       RecvConnection* c = m.recvConnection(0, 0).value();
@@ -170,6 +171,7 @@ TEST(ShmTransport, DirectMessagesAndTickets) {
       EXPECT_TRUE(checkWords(msg.data, msg.bytes, 42, 4096));
       ASSERT_TRUE(boot.barrier().isOk());
       ASSERT_TRUE(boot.barrier().isOk());
+      ASSERT_TRUE(boot.barrier().isOk());  // the sender has checked that the second is not consumed yet
       c->release();
       c->release();  // without a peeked message: no effect
     }
