@@ -4,13 +4,15 @@
 // connect the pair serves it:
 //   1. shm     — shared-memory FIFOs between ranks of one host
 //                (off: NCCL_SHM_DISABLE=1 or THESEUS_TRANSPORT=socket);
-//   2. network — between hosts, and for local peers shm does not serve:
-//                today "Socket" (TCP). NCCL_NET picks a network by NCCL's name;
-//                one Theseus does not have fails init, as in NCCL.
-// NCCL_NET_PLUGIN's plugin is loaded and its devices reported (netplugin/),
-// but carries no data yet; NCCL_NET naming its network fails init saying so.
+//   2. netplugin — the NCCL net plugin NCCL_NET_PLUGIN loaded (netplugin/),
+//                between hosts, and for local peers shm does not serve; used
+//                when NCCL_NET is unset or names the plugin's network, and for
+//                a pair only when both ranks loaded the same plugin;
+//   3. socket   — Theseus' TCP network, NCCL's "Socket": every other pair.
+//                NCCL_NET=Socket skips the plugin; a NCCL_NET that names no
+//                network Theseus has fails init, as in NCCL.
 // (Next: cuda_ipc before shm for GPU buffers, NCCL_P2P_DISABLE=1 turning it
-// off; ib and NCCL net plugins as backends ahead of Socket.)
+// off; ib ahead of socket.)
 //
 // Every rank instantiates the same backends in the same order (their set-up
 // rounds must line up); a backend a rank disabled still takes part, offering
@@ -27,7 +29,7 @@
 
 namespace theseus::transport {
 
-// The backends for `config`, or for `explicitNames` ("shm", "socket") when not empty.
+// The backends for `config`, or for `explicitNames` ("shm", "netplugin", "socket") when not empty.
 Result<std::vector<std::unique_ptr<Backend>>> makeBackends(const BackendContext& ctx,
                                                            const std::vector<std::string>& explicitNames);
 

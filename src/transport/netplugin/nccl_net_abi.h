@@ -1,9 +1,8 @@
-/* The beginning of NCCL's net plugin ABI (ncclNetPlugin_v6 .. _v12) that
- * Theseus reads today: the descriptor's name, init, devices and getProperties,
- * the device properties, and (v11/v12) finalize. Written from NCCL's
- * documentation (2.28.9 for v6..v11, 2.30.7 for v12). Data-path members are
- * declared for v11/v12 so the table's layout is whole; Theseus does not call
- * them yet. C, for the test plugins too. */
+/* NCCL's net plugin ABI, ncclNetPlugin_v6 .. _v12: the function tables, the
+ * device properties and the handles. Written from NCCL's documentation (2.28.9
+ * for v6..v11, 2.30.7 for v12). Theseus' net-plugin backend calls every
+ * version through one adapter (net_api.h); our socket net plugin
+ * (plugins/net_socket) implements them. C, for the plugins too. */
 #ifndef THESEUS_TRANSPORT_NETPLUGIN_NCCL_NET_ABI_H
 #define THESEUS_TRANSPORT_NETPLUGIN_NCCL_NET_ABI_H
 
@@ -129,7 +128,113 @@ typedef struct { ncclNetCommAttr_v11_t sendCommAttr, recvCommAttr; uint32_t op, 
 typedef THESEUS_NCCL_NET_TABLE(ncclNetProperties_v11_t, ncclNetVDeviceProps_v11_t) ncclNet_v11_t;
 typedef THESEUS_NCCL_NET_TABLE(ncclNetProperties_v12_t, ncclNetVDeviceProps_v12_t) ncclNet_v12_t;
 
-/* v10: init(logger, profiler) once; v6..v9: init(logger). Only these members are read. */
+/* v10: init(logger, profiler) once per process; no context argument anywhere. */
+typedef ncclNetCommConfig_v11_t ncclNetCommConfig_v10_t;
+typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_v7_t; /* = v7 .. v12 */
+typedef ncclNetVDeviceProps_v11_t ncclNetVDeviceProps_v9_t;  /* = v9, v10 */
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v7_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v7_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                        void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v9_t* props);
+} ncclNet_v10_t;
+
+/* v9: init(logger); connect without a config; isend/irecv without profiler handles. */
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v7_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v7_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                        void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v9_t* props);
+} ncclNet_v9_t;
+
+/* v8: int sizes in isend/irecv (regMr already size_t); no makeVDevice.
+ * v7: as v8 with an int size in regMr. Properties: the common head (not read further). */
+#define THESEUS_NCCL_NET_TABLE_V7(REGMR_SIZE)                                                                  \
+  struct {                                                                                                     \
+    const char* name;                                                                                          \
+    ncclResult_t (*init)(ncclDebugLogger_t logFunction);                                                       \
+    ncclResult_t (*devices)(int* ndev);                                                                        \
+    ncclResult_t (*getProperties)(int dev, void* props);                                                       \
+    ncclResult_t (*listen)(int dev, void* handle, void** listenComm);                                          \
+    ncclResult_t (*connect)(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v7_t** sendDevComm);   \
+    ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v7_t** recvDevComm);         \
+    ncclResult_t (*regMr)(void* comm, void* data, REGMR_SIZE size, int type, void** mhandle);                  \
+    ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,         \
+                                void** mhandle);                                                               \
+    ncclResult_t (*deregMr)(void* comm, void* mhandle);                                                        \
+    ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);       \
+    ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,          \
+                          void** request);                                                                     \
+    ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);   \
+    ncclResult_t (*test)(void* request, int* done, int* sizes);                                                \
+    ncclResult_t (*closeSend)(void* sendComm);                                                                 \
+    ncclResult_t (*closeRecv)(void* recvComm);                                                                 \
+    ncclResult_t (*closeListen)(void* listenComm);                                                             \
+    ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);                               \
+    ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);                                       \
+  }
+typedef THESEUS_NCCL_NET_TABLE_V7(size_t) ncclNet_v8_t;
+typedef THESEUS_NCCL_NET_TABLE_V7(int) ncclNet_v7_t;
+
+/* v6: no device offload (no devComm arguments, no getDeviceMr/irecvConsumed). */
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, void* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, void* handle, void** sendComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm);
+  ncclResult_t (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+} ncclNet_v6_t;
+
+/* The heads the loader reads before it knows more (every version starts with these). */
 typedef struct {
   const char* name;
   ncclResult_t (*init)(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);

@@ -57,6 +57,8 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
   if (head->init == nullptr || head->devices == nullptr || head->getProperties == nullptr)
     return invalidArgument("%s: net plugin '%s' (%s): init, devices and getProperties are required", path.c_str(),
                            p->name_.c_str(), sym.value().name);
+  // The data members are checked before init, so a malformed plugin is never initialised.
+  TH_CHECK(NetApi::bind(p->descriptor_, p->version_, nullptr, p->name_).status().withContext(path));
   ncclResult_t r;
   {
     plugin::CallScope scope(p->name_.c_str());
@@ -74,6 +76,7 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
     return invalidArgument("%s: net plugin '%s' (%s): init() failed with %d (%s)", path.c_str(), p->name_.c_str(),
                            sym.value().name, static_cast<int>(r), resultName(r));
   p->initialized_ = true;
+  TH_ASSIGN(p->api_, NetApi::bind(p->descriptor_, p->version_, p->context_, p->name_));
   int n = 0;
   {
     plugin::CallScope scope(p->name_.c_str());

@@ -11,11 +11,10 @@
 //
 // What is read: the plugin's name, its devices and their properties (name,
 // PCI path, GUID, pointer support; for v9 and newer also speed, port,
-// latency, comm limits; v12 also rail and plane). Theseus does not move data
-// through a net plugin yet - the internal Socket network carries traffic -
-// so a loaded plugin is reported (INFO) with its devices, and NCCL_NET naming
-// the plugin's network fails init with that reason instead of "no such
-// network" (transport/backend_order.cc).
+// latency, comm limits; v12 also rail and plane). A plugin must also have
+// every data member the backend calls (net_api.h), or it is skipped like one
+// of the wrong version. The loaded plugin carries the traffic between hosts
+// (net_backend.h; transport/backend_order.cc says when).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +24,7 @@
 
 #include "common/plugin_library.h"
 #include "common/status.h"
+#include "transport/netplugin/net_api.h"
 
 namespace theseus::transport::netplugin {
 
@@ -63,6 +63,8 @@ class NetPlugin {
   int version() const { return version_; }
   const std::vector<NetDevice>& devices() const { return devices_; }
   const std::string& path() const { return library_->path(); }
+  // The data calls (bound to the version found, and to v11+'s context).
+  const NetApi& api() const { return api_; }
   // "NCCL net plugin 'X' v12 (path): 2 devices: ...".
   std::string describe() const;
 
@@ -73,6 +75,7 @@ class NetPlugin {
   int version_ = 0;
   std::string name_;
   void* context_ = nullptr;
+  NetApi api_;
   bool initialized_ = false;
   std::vector<NetDevice> devices_;
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "transport/peer_accept.h"
 #include "transport/socket/socket_io.h"
 #include "transport/socket/socket_transport.h"
 #include "transport/transport_config.h"
@@ -36,28 +37,13 @@ Status checkHello(const wire::Hello& h, const SocketParams& p, uint32_t index, u
   return remoteError("rank %d channel %d socket %u: bad connection hello: %s", p.peer, p.channel, index, why);
 }
 
-// acceptFrom in short slices so cancellation and abort are noticed; an error that
-// comes before the slice ran out is a real failure, reported as such.
-Result<int> acceptSliced(bootstrap::Bootstrap& boot, const SocketParams& p, uint32_t index, Deadline deadline,
-                         const AbortFlag* abort, const std::atomic<bool>& cancel, int64_t timeoutMs) {
-  for (;;) {
-    if (cancel.load()) return internalError("connection set-up cancelled");
-    if (abort != nullptr && abort->isSet()) return remoteError("communicator aborted while waiting for rank %d", p.peer);
-    if (deadline.expired())
-      return remoteError("rank %d did not open its TCP connection (channel %d, socket %u) within %lld ms", p.peer,
-                         p.channel, index, static_cast<long long>(timeoutMs));
-    Deadline slice = Deadline::afterMs(std::min<int64_t>(200, deadline.remainingMs()));
-    auto fd = boot.acceptFrom(p.peer, socketTag(p.channel, index), slice);
-    if (fd.isOk()) return fd;
-    if (slice.remainingMs() > 5) return fd.status();
-  }
-}
-
 Status acceptAll(bootstrap::Bootstrap& boot, const SocketParams& p, Deadline deadline, const AbortFlag* abort,
                  int64_t timeoutMs, SocketSetup* s) {
   uint32_t nsocks = 1;
   for (uint32_t i = 0; i < nsocks; ++i) {
-    TH_ASSIGN(int fd, acceptSliced(boot, p, i, deadline, abort, s->cancel, timeoutMs));
+    TH_ASSIGN(int fd, acceptFromPeer(boot, p.peer, socketTag(p.channel, i), deadline, abort, s->cancel, timeoutMs,
+                                     "its TCP connection (channel " + std::to_string(p.channel) + ", socket " +
+                                         std::to_string(i) + ")"));
     s->fds.push_back(fd);
     // Once connected, the hello is due at once: a silent peer is an error, not a wait.
     wire::Hello h;

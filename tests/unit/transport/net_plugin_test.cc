@@ -73,6 +73,7 @@ TEST(NetPlugin, UnusablePluginsAreRefusedByName) {
   EXPECT_HAS(loadError(TEST_NET_NO_SYMBOL), "not a net plugin: symbol ncclNetPlugin_v12 not found");
   EXPECT_HAS(loadError(TEST_NET_INIT_FAILS), "init() failed with 2 (ncclSystemError)");
   EXPECT_HAS(loadError(TEST_NET_NULL_DEVICES), "init, devices and getProperties are required");
+  EXPECT_HAS(loadError(TEST_NET_NULL_ISEND), "net plugin 'test_net' (ncclNetPlugin_v12): its isend member is NULL");
 }
 
 TEST(NetPlugin, TheListTakesTheFirstUsableEntry) {
@@ -99,20 +100,28 @@ TEST(NetPlugin, TheListTakesTheFirstUsableEntry) {
 }
 
 // The plugin is loaded once per process (its init() may expect one call): this is the only test of this
-// binary that goes through makeBackends with a plugin configured.
-TEST(NetPlugin, NcclNetNamingThePluginsNetworkSaysWhyItCannotRun) {
+// binary that goes through makeBackends with a plugin configured. NCCL_NET picks the plugin's network
+// (by its name, case-insensitively) or Theseus' Socket; the plugin backend exists either way (every rank
+// makes the same set-up rounds), and a name that is neither fails init listing both.
+TEST(NetPlugin, NcclNetPicksThePluginOrTheSocketNetwork) {
   std::string log = "/tmp/theseus-net-init-" + std::to_string(getpid());
   setenv("TEST_NET_INIT_LOG", log.c_str(), 1);
   BackendContext ctx;
   ctx.config.netPlugin = TEST_NET_GOOD;
-  ctx.config.net = "TEST_NET";
-  auto b = makeBackends(ctx, {});
-  ASSERT_FALSE(b.isOk());
-  EXPECT_HAS(b.status().message(), "NCCL_NET/netName 'TEST_NET' is the network of NCCL net plugin 'test_net'");
-  EXPECT_HAS(b.status().message(), "does not move data through NCCL net plugins yet");
-  ctx.config.net = "Socket";
-  auto again = makeBackends(ctx, {});  // the Socket network is fine; the plugin is not initialised again
-  EXPECT_TRUE(again.isOk()) << again.status().message();
+  for (const char* net : {"TEST_NET", "Socket", ""}) {
+    ctx.config.net = net;
+    auto b = makeBackends(ctx, {});
+    ASSERT_TRUE(b.isOk()) << net << ": " << b.status().message();
+    ASSERT_EQ(b.value().size(), 3u);
+    EXPECT_EQ(b.value()[1]->kind(), Kind::kNetPlugin);
+    EXPECT_EQ(b.value()[2]->kind(), Kind::kSocket);
+  }
+  ctx.config.net = "IB";
+  auto bad = makeBackends(ctx, {});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_HAS(bad.status().message(), "NCCL_NET/netName 'IB': no such network in Theseus (available: test_net (NCCL "
+                                     "net plugin ");
+  EXPECT_HAS(bad.status().message(), "), Socket)");
   std::ifstream in(log);
   int inits = 0;
   for (std::string line; std::getline(in, line);) inits += line == "init";

@@ -1,8 +1,10 @@
 /* A net plugin written against NCCL's net plugin ABI (our own code) for the
- * loader tests: two devices, queried only (Theseus does not send through net
- * plugins yet, so the data members are NULL). Variants: GOOD (v12), V11, V9,
- * V6, NEWER_ONLY (only ncclNetPlugin_v13), OLDER_ONLY (only _v5), NO_SYMBOL,
- * INIT_FAILS, NULL_DEVICES. TEST_NET_INIT_LOG=<file>: init() appends a line. */
+ * loader tests: two devices whose properties the tests check. It carries no
+ * data: every data member refuses with ncclInternalError (the data path is
+ * tested with the socket plugin, plugins/net_socket). Variants: GOOD (v12),
+ * V11, V9, V6, NEWER_ONLY (only ncclNetPlugin_v13), OLDER_ONLY (only _v5),
+ * NO_SYMBOL, INIT_FAILS, NULL_DEVICES, NULL_ISEND (a v12 table without isend).
+ * TEST_NET_INIT_LOG=<file>: init() appends a line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,14 +114,27 @@ static ncclResult_t initOld(ncclDebugLogger_t logFunction) {
 
 static ncclResult_t finalize(void* ctx) { return ctx == &nDevices ? ncclSuccess : ncclInternalError; }
 
+/* Every data member, typed as its table declares it, refusing. */
+static ncclResult_t refuse(void) { return ncclInternalError; }
+#define REFUSE(T, m) ((__typeof__(((T*)0)->m))refuse)
+#define DATA_V11(T)                                                                                             \
+  REFUSE(T, listen), REFUSE(T, connect), REFUSE(T, accept), REFUSE(T, regMr), REFUSE(T, regMrDmaBuf),          \
+      REFUSE(T, deregMr)
+#define DATA_TAIL(T)                                                                                            \
+  REFUSE(T, iflush), REFUSE(T, test), REFUSE(T, closeSend), REFUSE(T, closeRecv), REFUSE(T, closeListen)
+
 #if defined(FAULT_V11)
-const ncclNet_v11_t ncclNetPlugin_v11 = {"test_net_v11", initV11, devices, propsV11, NULL, NULL, NULL, NULL, NULL,
-                                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, finalize,
-                                         NULL};
+const ncclNet_v11_t ncclNetPlugin_v11 = {"test_net_v11", initV11, devices, propsV11, DATA_V11(ncclNet_v11_t),
+                                         REFUSE(ncclNet_v11_t, isend), REFUSE(ncclNet_v11_t, irecv),
+                                         DATA_TAIL(ncclNet_v11_t), NULL, NULL, NULL, finalize, NULL};
 #elif defined(FAULT_V9)
-const ncclNetHead_v6_t ncclNetPlugin_v9 = {"test_net_v9", initOld, devices, propsV9};
+const ncclNet_v9_t ncclNetPlugin_v9 = {"test_net_v9", initOld, devices, (__typeof__(((ncclNet_v9_t*)0)->getProperties))propsV9,
+                                       DATA_V11(ncclNet_v9_t), REFUSE(ncclNet_v9_t, isend), REFUSE(ncclNet_v9_t, irecv),
+                                       DATA_TAIL(ncclNet_v9_t), NULL, NULL, NULL};
 #elif defined(FAULT_V6)
-const ncclNetHead_v6_t ncclNetPlugin_v6 = {"test_net_v6", initOld, devices, propsV6};
+const ncclNet_v6_t ncclNetPlugin_v6 = {"test_net_v6", initOld, devices, propsV6, DATA_V11(ncclNet_v6_t),
+                                       REFUSE(ncclNet_v6_t, isend), REFUSE(ncclNet_v6_t, irecv),
+                                       DATA_TAIL(ncclNet_v6_t)};
 #elif defined(FAULT_NEWER_ONLY)
 const ncclNetHead_v6_t ncclNetPlugin_v13 = {"test_net_v13", initOld, devices, propsV6};
 #elif defined(FAULT_OLDER_ONLY)
@@ -127,9 +142,15 @@ const ncclNetHead_v6_t ncclNetPlugin_v5 = {"test_net_v5", initOld, devices, prop
 #elif defined(FAULT_NO_SYMBOL)
 const int notANetPlugin = 1;
 #elif defined(FAULT_NULL_DEVICES)
-const ncclNet_v12_t ncclNetPlugin_v12 = {"test_net", initV11, NULL, propsV12, NULL, NULL, NULL, NULL, NULL, NULL,
-                                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, finalize, NULL};
+const ncclNet_v12_t ncclNetPlugin_v12 = {"test_net", initV11, NULL, propsV12, DATA_V11(ncclNet_v12_t),
+                                         REFUSE(ncclNet_v12_t, isend), REFUSE(ncclNet_v12_t, irecv),
+                                         DATA_TAIL(ncclNet_v12_t), NULL, NULL, NULL, finalize, NULL};
+#elif defined(FAULT_NULL_ISEND)
+const ncclNet_v12_t ncclNetPlugin_v12 = {"test_net", initV11, devices, propsV12, DATA_V11(ncclNet_v12_t),
+                                         NULL, REFUSE(ncclNet_v12_t, irecv),
+                                         DATA_TAIL(ncclNet_v12_t), NULL, NULL, NULL, finalize, NULL};
 #else
-const ncclNet_v12_t ncclNetPlugin_v12 = {"test_net", initV11, devices, propsV12, NULL, NULL, NULL, NULL, NULL, NULL,
-                                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, finalize, NULL};
+const ncclNet_v12_t ncclNetPlugin_v12 = {"test_net", initV11, devices, propsV12, DATA_V11(ncclNet_v12_t),
+                                         REFUSE(ncclNet_v12_t, isend), REFUSE(ncclNet_v12_t, irecv),
+                                         DATA_TAIL(ncclNet_v12_t), NULL, NULL, NULL, finalize, NULL};
 #endif

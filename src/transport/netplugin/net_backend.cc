@@ -1,0 +1,106 @@
+#include "transport/netplugin/net_backend.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace theseus::transport::netplugin {
+
+NetPluginBackend::~NetPluginBackend() {
+  std::lock_guard lock(mu_);
+  entries_.clear();  // the connections (destroyed first, by the manager) left the pump
+  pump_.reset();
+}
+
+Status NetPluginBackend::setUp() {
+  std::string mine;
+  if (enabled_) mine = plugin_->name() + " v" + std::to_string(plugin_->version());
+  std::vector<std::string> all;
+  TH_CHECK(ctx_.boot->allGather(mine, &all));
+  usable_.assign(static_cast<size_t>(ctx_.nranks), false);
+  std::string others;
+  for (int r = 0; r < ctx_.nranks && r < static_cast<int>(all.size()); ++r) {
+    usable_[static_cast<size_t>(r)] = enabled_ && r != ctx_.rank && all[static_cast<size_t>(r)] == mine;
+    if (enabled_ && r != ctx_.rank && all[static_cast<size_t>(r)] != mine && others.empty())
+      others = "rank " + std::to_string(r) + " has " +
+               (all[static_cast<size_t>(r)].empty() ? std::string("none") : "'" + all[static_cast<size_t>(r)] + "'");
+  }
+  if (!others.empty())
+    TH_WARN("NCCL net plugin '%s': not every rank loaded it (%s); those pairs use Theseus' internal networks",
+            mine.c_str(), others.c_str());
+  if (enabled_) {
+    const int ndev = static_cast<int>(plugin_->devices().size());
+    device_ = ndev > 0 ? ctx_.boot->localRank() % ndev : 0;
+  }
+  return Status::ok();
+}
+
+bool NetPluginBackend::canConnect(int peer) const {
+  return peer >= 0 && peer < static_cast<int>(usable_.size()) && usable_[static_cast<size_t>(peer)];
+}
+
+void NetPluginBackend::assigned(const std::vector<bool>& mine) {
+  peers_ = static_cast<int>(std::count(mine.begin(), mine.end(), true));
+  if (peers_ > 0)
+    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through NCCL net plugin '%s' device %d (%s)", ctx_.rank,
+            peers_, plugin_->name().c_str(), device_, plugin_->devices()[static_cast<size_t>(device_)].describe().c_str());
+}
+
+NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
+  NetParams p;
+  p.rank = ctx_.rank;
+  p.peer = peer;
+  p.channel = channel;
+  p.device = device_;
+  p.slots = std::min<uint32_t>(kMaxNetSlots, std::max<uint32_t>(2, ctx_.config.socketSlots));
+  p.slotBytes = std::min(ctx_.config.socketSlotBytes,
+                         plugin_->api().maxMessageBytes() - sizeof(wire::NetMessageHeader));
+  p.timeoutMs = ctx_.connectTimeoutMs;
+  return p;
+}
+
+NetPump* NetPluginBackend::pump() {
+  if (pump_ == nullptr) pump_ = std::make_unique<NetPump>(ctx_.wake, ctx_.wakeCtx);
+  return pump_.get();
+}
+
+Result<std::unique_ptr<SendConnection>> NetPluginBackend::connectSend(int peer, int channel,
+                                                                      ConnectionCounters* counters) {
+  if (!canConnect(peer)) return internalError("net plugin backend asked to connect rank %d", peer);
+  std::lock_guard lock(mu_);
+  NetParams p = paramsFor(peer, channel);
+  TH_ASSIGN(NetSendHandle h, makeNetSend(plugin_->api(), *ctx_.boot, p, ctx_.abort, counters, pump()));
+  entries_.push_back({h.client, peer, channel, false});
+  memoryBytes_.fetch_add(static_cast<uint64_t>(p.slots) * (p.slotBytes + sizeof(wire::NetMessageHeader)));
+  return std::move(h.connection);
+}
+
+Result<std::unique_ptr<RecvConnection>> NetPluginBackend::connectRecv(int peer, int channel,
+                                                                      ConnectionCounters* counters) {
+  if (!canConnect(peer)) return internalError("net plugin backend asked to connect rank %d", peer);
+  std::lock_guard lock(mu_);
+  NetParams p = paramsFor(peer, channel);
+  TH_ASSIGN(NetRecvHandle h, makeNetRecv(plugin_->api(), *ctx_.boot, p, ctx_.abort, counters, pump()));
+  entries_.push_back({h.client, peer, channel, true});
+  memoryBytes_.fetch_add(static_cast<uint64_t>(p.slots) * (p.slotBytes + sizeof(wire::NetMessageHeader)));
+  return std::move(h.connection);
+}
+
+std::string NetPluginBackend::pendingReceives(const std::vector<int>& peers, int channels) {
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const Entry& e : entries_) {
+    if (!e.receive || e.channel >= channels || !e.client->settingUp()) continue;
+    if (std::find(peers.begin(), peers.end(), e.peer) == peers.end()) continue;
+    out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(e.peer) + " channel " +
+           std::to_string(e.channel) + " (net plugin)";
+  }
+  return out;
+}
+
+std::string NetPluginBackend::summary() const {
+  if (peers_ == 0) return "";
+  return std::to_string(peers_) + " over NCCL net plugin '" + plugin_->name() + "'";
+}
+
+}  // namespace theseus::transport::netplugin

@@ -1,0 +1,64 @@
+// NetPluginBackend: an NCCL net plugin (net_plugin.h) as a transport backend
+// (backend.h), ahead of the internal Socket network (backend_order.h says
+// when). Connections are net_connection.h's.
+//
+// Set-up is one allGather of {plugin name, version} (made by every rank that
+// has the backend, even when its plugin is unusable, so the rounds line up):
+// a pair uses the plugin only when both ranks loaded the same one, else the
+// next backend (Socket) serves it — both sides decide alike. Each rank uses
+// plugin device localRank % ndev (NCCL's choice by PCI distance needs the
+// topology, issue 11's next piece) and drives its connections from one
+// NetPump thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/backend.h"
+#include "transport/netplugin/net_connection.h"
+#include "transport/netplugin/net_plugin.h"
+
+namespace theseus::transport::netplugin {
+
+class NetPluginBackend final : public Backend {
+ public:
+  // `plugin`: the process's loaded plugin, or null; `enabled`: this rank offers it.
+  NetPluginBackend(const BackendContext& ctx, const NetPlugin* plugin, bool enabled)
+      : ctx_(ctx), plugin_(plugin), enabled_(enabled && plugin != nullptr) {}
+  ~NetPluginBackend() override;
+
+  Kind kind() const override { return Kind::kNetPlugin; }
+  Status setUp() override;
+  bool canConnect(int peer) const override;
+  void assigned(const std::vector<bool>& mine) override;
+  Result<std::unique_ptr<SendConnection>> connectSend(int peer, int channel, ConnectionCounters* counters) override;
+  Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters) override;
+  std::string pendingReceives(const std::vector<int>& peers, int channels) override;
+  std::string summary() const override;
+  uint64_t memoryBytes() const override { return memoryBytes_.load(std::memory_order_relaxed); }
+
+ private:
+  NetParams paramsFor(int peer, int channel) const;
+  NetPump* pump();
+
+  BackendContext ctx_;
+  const NetPlugin* plugin_;
+  bool enabled_;
+  int device_ = 0;
+  std::vector<bool> usable_;
+  int peers_ = 0;
+  std::mutex mu_;  // connections are made by the executor and the epoch thread
+  std::unique_ptr<NetPump> pump_;
+  struct Entry {
+    NetPumpClient* client;
+    int peer;
+    int channel;
+    bool receive;
+  };
+  std::vector<Entry> entries_;
+  std::atomic<uint64_t> memoryBytes_{0};
+};
+
+}  // namespace theseus::transport::netplugin

@@ -1,0 +1,143 @@
+// Connections over an NCCL net plugin (the backend is net_backend.h).
+//
+// One connection = one direction between two ranks on one channel = one
+// plugin comm. Set-up follows the plugin's model, without ever blocking the
+// executor: the *receiver* calls listen() on its device and sends the handle
+// to the peer through the bootstrap (connectTo(peer, netTag(channel)), which
+// never waits for the peer's code) in a NetHandoff naming rank, channel and
+// plugin; it then polls accept(). The *sender* claims that handoff on a helper
+// thread (the peer may ask for its receive connection much later) and then
+// polls connect() with the handle (connect/accept are non-blocking by the
+// plugin contract: a null comm means "not yet"). Either side may be asked for
+// in any order; messages committed before the comm exists wait in the ring.
+//
+// Data: each side has a ring of `slots` slots (<= 8, the requests NCCL lets a
+// plugin comm have in flight), registered once with the plugin (regMr, host
+// memory). A slot holds [NetMessageHeader{magic, tag, bytes}][payload]: the
+// plugin's own tag is fixed (0) and Theseus' tag travels in the header, so the
+// receiver learns it with the data (and checks it, as every transport does).
+// The receiver keeps an irecv of a whole slot posted in every free slot;
+// tryPeek tests the oldest; release() posts it again. The sender's commit
+// writes the header and calls isend; a slot is free again once test() says
+// the send completed.
+//
+// Progress: a plugin moves bytes only when called (isend returning "retry",
+// test). The executor drives its connections while it runs; the backend's
+// NetPump thread drives those with work in flight (sends not yet complete,
+// receives the executor waits for, set-ups) and rings the executor's doorbell
+// when something completes — so data keeps flowing after the executor
+// returned to the application, as NCCL's proxy thread does. A connection's
+// plugin calls are serialised by its mutex.
+//
+// Errors (a plugin call that fails, a header with a bad magic or size, a
+// handoff from the wrong rank, channel or plugin) are sticky, name the peer
+// and the plugin, and are returned by the next call; never a crash or a hang.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/connection_stats.h"
+#include "transport/doorbell.h"
+#include "transport/netplugin/net_api.h"
+#include "transport/transport.h"
+
+namespace theseus::transport::netplugin {
+
+inline constexpr uint32_t kMaxNetSlots = 8;
+
+namespace wire {
+inline constexpr uint64_t kHandoffMagic = 0x3146464f4e544854ull;  // "THTNOFF1"
+inline constexpr uint32_t kMessageMagic = 0x4d534e54u;            // "TNSM"
+
+struct NetHandoff {
+  uint64_t magic;
+  int32_t rank;       // the receiver that listens
+  uint32_t channel;
+  uint64_t slotBytes; // largest message the receiver posts
+  char plugin[64];    // the plugin's name, NUL-terminated
+  unsigned char handle[128];
+};
+static_assert(sizeof(NetHandoff) == 216);
+
+struct NetMessageHeader {
+  uint32_t magic;
+  uint32_t tag;
+  uint64_t bytes;
+};
+static_assert(sizeof(NetMessageHeader) == 16);
+}  // namespace wire
+
+// Bootstrap connection tag of the handoff for `channel`.
+uint32_t netTag(int channel);
+
+struct NetParams {
+  int rank = 0;
+  int peer = 0;
+  int channel = 0;
+  int device = 0;       // the plugin device this rank uses
+  uint32_t slots = 8;
+  size_t slotBytes = 128 << 10;  // payload per slot
+  int64_t timeoutMs = 60000;     // a connected peer's handoff, and the plugin's connect/accept
+};
+
+// What the pump drives.
+class NetPumpClient {
+ public:
+  virtual ~NetPumpClient() = default;
+  // Calls the plugin as far as it moves without blocking; true when something
+  // completed (a message arrived or a send finished, a comm was made).
+  virtual bool pump() = 0;
+  // True while the connection has work the pump should drive.
+  virtual bool wantsPump() const = 0;
+  // True while a receive connection waits for its peer's connect.
+  virtual bool settingUp() const { return false; }
+};
+
+class NetPump {
+ public:
+  NetPump(WakeFn wake, void* wakeCtx);
+  ~NetPump();
+  void add(NetPumpClient* c);
+  void remove(NetPumpClient* c);
+  // A client has new work (a commit, a waiting receive, a finished set-up step).
+  void notify();
+
+ private:
+  void run();
+  WakeFn wake_;
+  void* wakeCtx_;
+  std::mutex mu_;  // clients_, and a pass over them
+  std::vector<NetPumpClient*> clients_;
+  std::mutex kickMu_;
+  std::condition_variable cv_;
+  bool kicked_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+struct NetSendHandle {
+  std::unique_ptr<SendConnection> connection;
+  NetPumpClient* client = nullptr;
+};
+struct NetRecvHandle {
+  std::unique_ptr<RecvConnection> connection;
+  NetPumpClient* client = nullptr;
+};
+
+// Returns at once (the handoff is claimed on a helper thread).
+Result<NetSendHandle> makeNetSend(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& params,
+                                  const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump);
+// Listens and sends the handoff now (connectTo does not wait for the peer).
+Result<NetRecvHandle> makeNetRecv(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& params,
+                                  const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump);
+
+}  // namespace theseus::transport::netplugin

@@ -1,0 +1,285 @@
+// Send side of connections over an NCCL net plugin (see net_connection.h).
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/netplugin/nccl_net_abi.h"
+#include "transport/netplugin/net_connection.h"
+#include "transport/peer_accept.h"
+#include "transport/socket/socket_io.h"
+
+namespace theseus::transport::netplugin {
+
+uint32_t netTag(int channel) {
+  // 0x7e in the top byte marks net-plugin handoffs among bootstrap tags (0x7d: TCP data).
+  return 0x7e000000u | ((static_cast<uint32_t>(channel) & 0xffffu) << 8);
+}
+
+namespace {
+
+// Filled by the helper thread that claims the receiver's handoff.
+struct HandoffWait {
+  std::atomic<bool> done{false};
+  std::atomic<bool> cancel{false};
+  Status status;
+  wire::NetHandoff handoff{};
+};
+
+Status checkHandoff(const wire::NetHandoff& h, const NetParams& p, const NetApi& api) {
+  const char* why = nullptr;
+  if (h.magic != wire::kHandoffMagic) why = "not a Theseus net-plugin handoff (bad magic)";
+  else if (h.rank != p.peer || h.channel != static_cast<uint32_t>(p.channel)) why = "for another rank or channel";
+  else if (h.slotBytes < p.slotBytes) why = "its receive slots are smaller than this rank's send slots";
+  if (why != nullptr) return remoteError("rank %d channel %d: bad net-plugin handoff: %s", p.peer, p.channel, why);
+  std::string theirs(h.plugin, strnlen(h.plugin, sizeof(h.plugin)));
+  if (theirs != api.name())
+    return invalidUsage("rank %d uses NCCL net plugin '%s' and this rank (%d) '%s': every rank must load the same "
+                        "net plugin (NCCL_NET_PLUGIN)", p.peer, theirs.c_str(), p.rank, api.name().c_str());
+  return Status::ok();
+}
+
+void claimHandoff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& api, const AbortFlag* abort,
+                  HandoffWait* w) {
+  auto fd = acceptFromPeer(boot, p.peer, netTag(p.channel), Deadline::never(), abort, w->cancel, p.timeoutMs,
+                           "its net-plugin connection (channel " + std::to_string(p.channel) + ")");
+  if (!fd.isOk()) {
+    w->status = fd.status();
+    return;
+  }
+  Status s = readFully(fd.value(), &w->handoff, sizeof(w->handoff), Deadline::afterMs(p.timeoutMs), abort, &w->cancel,
+                       "reading the net-plugin handoff");
+  ::close(fd.value());
+  w->status = s.isOk() ? checkHandoff(w->handoff, p, api) : s;
+}
+
+class NetSendConnection final : public SendConnection, public NetPumpClient {
+ public:
+  NetSendConnection(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& p, RingMemory ring,
+                    const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump)
+      : api_(api), p_(p), ring_(std::move(ring)), abort_(abort), counters_(counters), pump_(pump),
+        wait_(std::make_shared<HandoffWait>()) {
+    std::shared_ptr<HandoffWait> w = wait_;
+    NetPump* pumpPtr = pump_;
+    helper_ = std::thread([&boot, p, &api, abort, w, pumpPtr] {
+      claimHandoff(boot, p, api, abort, w.get());
+      w->done.store(true, std::memory_order_release);
+      pumpPtr->notify();
+    });
+    pump_->add(this);
+  }
+
+  ~NetSendConnection() override {
+    pump_->remove(this);
+    wait_->cancel.store(true);
+    if (helper_.joinable()) helper_.join();
+    std::unique_lock lock(mu_);
+    flush(lock);
+    if (comm_ != nullptr) {
+      if (mhandle_ != nullptr) api_.deregMr(comm_, mhandle_);
+      api_.closeSend(comm_);
+    }
+    TH_INFO(log::kNet, "closing the net-plugin connection to rank %d channel %d after %llu message(s)", p_.peer,
+            p_.channel, static_cast<unsigned long long>(completed_.load()));
+  }
+
+  Kind kind() const override { return Kind::kNetPlugin; }
+  int peer() const override { return p_.peer; }
+  size_t slotBytes() const override { return p_.slotBytes; }
+
+  bool tryAcquire(SendSlot* slot) override {
+    uint64_t next = committed_.load(std::memory_order_relaxed);  // only this thread commits
+    if (next - completed_.load(std::memory_order_acquire) >= p_.slots) {
+      std::lock_guard lock(mu_);
+      drive();
+      if (next - completed_.load(std::memory_order_relaxed) >= p_.slots) return false;
+    }
+    acquired_ = true;
+    slot->data = slotAt(next) + sizeof(wire::NetMessageHeader);
+    slot->capacity = p_.slotBytes;
+    return true;
+  }
+
+  uint64_t commitInline(size_t bytes, uint32_t tag) override {
+    std::unique_lock lock(mu_);
+    if (!acquired_ || bytes > p_.slotBytes) {
+      fail(internalError("commitInline to rank %d: %s (%zu bytes, slot %zu)", p_.peer,
+                         acquired_ ? "message larger than the slot" : "no slot acquired", bytes, p_.slotBytes));
+      return 0;
+    }
+    acquired_ = false;
+    wire::NetMessageHeader h{wire::kMessageMagic, tag, bytes};
+    const uint64_t n = committed_.load(std::memory_order_relaxed);
+    std::memcpy(slotAt(n), &h, sizeof(h));
+    sizes_[n % p_.slots] = sizeof(h) + bytes;
+    if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
+    uint64_t ticket = committed_.load(std::memory_order_relaxed) + 1;
+    committed_.store(ticket, std::memory_order_release);
+    drive();
+    bool pending = completed_.load(std::memory_order_relaxed) < ticket;
+    lock.unlock();
+    counters_->addMessage(bytes);
+    if (pending) pump_->notify();
+    return ticket;
+  }
+
+  bool canSendDirect(const void*, size_t) const override { return false; }
+  uint64_t commitDirect(const void*, size_t, uint32_t) override {
+    std::lock_guard lock(mu_);
+    acquired_ = false;
+    fail(internalError("commitDirect to rank %d: a net-plugin connection cannot send zero-copy", p_.peer));
+    return 0;
+  }
+  bool consumed(uint64_t ticket) const override { return completed_.load(std::memory_order_acquire) >= ticket; }
+
+  Status progress() override {
+    std::lock_guard lock(mu_);
+    drive();
+    return error_;
+  }
+
+  bool pump() override {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // the executor is driving it
+    uint64_t before = completed_.load(std::memory_order_relaxed);
+    bool hadComm = comm_ != nullptr;
+    drive();
+    return completed_.load(std::memory_order_relaxed) != before || (comm_ != nullptr) != hadComm || !error_.isOk();
+  }
+  bool wantsPump() const override {
+    if (failed_.load(std::memory_order_acquire)) return false;
+    if (!connected_.load(std::memory_order_acquire)) return wait_->done.load(std::memory_order_acquire);
+    return completed_.load(std::memory_order_acquire) < committed_.load(std::memory_order_acquire);
+  }
+
+ private:
+  char* slotAt(uint64_t n) { return ring_.get() + (n % p_.slots) * (p_.slotBytes + sizeof(wire::NetMessageHeader)); }
+
+  void fail(Status s) {
+    if (!error_.isOk()) return;
+    error_ = std::move(s);
+    failed_.store(true, std::memory_order_release);
+    TH_WARN("%s", error_.message().c_str());
+  }
+  Status pluginError(const char* call, ncclResult_t r) {
+    return remoteError("NCCL net plugin '%s': %s to rank %d channel %d failed with %d (%s)", api_.name().c_str(), call,
+                       p_.peer, p_.channel, static_cast<int>(r), resultName(r));
+  }
+
+  // Under mu_: set-up steps, then posts and completions, as far as the plugin goes now.
+  void drive() {
+    if (!error_.isOk()) return;
+    if (comm_ == nullptr && !connect()) return;
+    const uint64_t committed = committed_.load(std::memory_order_relaxed);
+    while (posted_ < committed) {
+      void* request = nullptr;
+      uint64_t n = posted_;
+      ncclResult_t r = api_.isend(comm_, slotAt(n), sizes_[n % p_.slots], 0, mhandle_, &request);
+      if (r != ncclSuccess) return fail(pluginError("isend", r));
+      if (request == nullptr) break;  // the plugin asks to retry later
+      requests_[n % p_.slots] = request;
+      ++posted_;
+    }
+    uint64_t done = completed_.load(std::memory_order_relaxed);
+    while (done < posted_) {
+      int finished = 0;
+      ncclResult_t r = api_.test(requests_[done % p_.slots], &finished, nullptr);
+      if (r != ncclSuccess) return fail(pluginError("test (send)", r));
+      if (!finished) break;
+      ++done;
+    }
+    if (done != completed_.load(std::memory_order_relaxed)) {
+      completed_.store(done, std::memory_order_release);
+      if (done == committed) busy_.end(*counters_);
+    }
+  }
+
+  // The comm, once the handoff is in and the plugin's connect() finished; registers the ring.
+  bool connect() {
+    if (!wait_->done.load(std::memory_order_acquire)) return false;
+    if (!wait_->status.isOk()) {
+      fail(wait_->status);
+      return false;
+    }
+    ncclResult_t r = api_.connect(p_.device, wait_->handoff.handle, &comm_);
+    if (r != ncclSuccess) {
+      fail(pluginError("connect", r));
+      return false;
+    }
+    if (comm_ == nullptr) {
+      if (!connecting_) {
+        connecting_ = true;
+        connectDeadline_ = Deadline::afterMs(p_.timeoutMs);
+      } else if (connectDeadline_.expired()) {
+        fail(remoteError("NCCL net plugin '%s': connect to rank %d channel %d did not complete within %lld ms",
+                         api_.name().c_str(), p_.peer, p_.channel, static_cast<long long>(p_.timeoutMs)));
+      }
+      return false;
+    }
+    size_t bytes = static_cast<size_t>(p_.slots) * (p_.slotBytes + sizeof(wire::NetMessageHeader));
+    r = api_.regMr(comm_, ring_.get(), bytes, NCCL_PTR_HOST, &mhandle_);
+    if (r != ncclSuccess) {
+      fail(pluginError("regMr", r));
+      return false;
+    }
+    connected_.store(true, std::memory_order_release);
+    TH_INFO(log::kNet, "rank %d -> rank %d channel %d: connected through NCCL net plugin '%s' (device %d)", p_.rank,
+            p_.peer, p_.channel, api_.name().c_str(), p_.device);
+    return true;
+  }
+
+  // Sends what is committed before the comm closes (a collective completes once its
+  // messages are queued). Bounded; skipped on abort or error.
+  void flush(std::unique_lock<std::mutex>& lock) {
+    constexpr int64_t kFlushMs = 10000;
+    Deadline deadline = Deadline::afterMs(kFlushMs);
+    while (error_.isOk() && completed_.load() < committed_.load() && !deadline.expired() &&
+           !(abort_ != nullptr && abort_->isSet())) {
+      drive();
+      if (completed_.load() == committed_.load()) break;
+      lock.unlock();
+      usleep(50);
+      lock.lock();
+    }
+    if (error_.isOk() && completed_.load() < committed_.load())
+      TH_WARN("net-plugin connection to rank %d channel %d closed with %llu message(s) not sent", p_.peer,
+              p_.channel, static_cast<unsigned long long>(committed_.load() - completed_.load()));
+  }
+
+  const NetApi& api_;
+  NetParams p_;
+  RingMemory ring_;
+  const AbortFlag* abort_;
+  ConnectionCounters* counters_;
+  NetPump* pump_;
+  std::shared_ptr<HandoffWait> wait_;
+  std::thread helper_;
+
+  std::mutex mu_;
+  void* comm_ = nullptr;
+  void* mhandle_ = nullptr;
+  bool connecting_ = false;
+  Deadline connectDeadline_;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> failed_{false};
+  Status error_;
+  bool acquired_ = false;
+  std::atomic<uint64_t> committed_{0};  // written under mu_; read by wantsPump()
+  uint64_t posted_ = 0;
+  std::atomic<uint64_t> completed_{0};
+  size_t sizes_[kMaxNetSlots] = {};
+  void* requests_[kMaxNetSlots] = {};
+  IntervalClock busy_;
+};
+
+}  // namespace
+
+Result<NetSendHandle> makeNetSend(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& params,
+                                  const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump) {
+  TH_ASSIGN(RingMemory ring, allocRing(static_cast<size_t>(params.slots) *
+                                       (params.slotBytes + sizeof(wire::NetMessageHeader))));
+  auto* c = new NetSendConnection(api, boot, params, std::move(ring), abort, counters, pump);
+  return NetSendHandle{std::unique_ptr<SendConnection>(c), c};
+}
+
+}  // namespace theseus::transport::netplugin
