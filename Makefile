@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-asan test-tsan test-torch bench gpu-check docs-check clean
+.PHONY: all deps configure build run test test-asan test-tsan test-torch bench bench-net gpu-check docs-check clean
 
 all: build
 
@@ -47,6 +47,10 @@ test-torch: build
 
 bench: build
 	scripts/bench.sh $(BUILD)
+
+# The NCCL net-plugin backend (our socket plugin) against the built-in socket backend over netns hosts (root).
+bench-net: build
+	scripts/bench-net-plugin.sh $(BUILD)
 
 gpu-check:
 	scripts/gpu-check.sh

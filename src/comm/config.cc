@@ -39,8 +39,9 @@ const StringKnob kEnvCga("NCCL_CGA_CLUSTER_SIZE", nullptr, "Integer; overrides n
 const StringKnob kEnvMinCtas("NCCL_MIN_CTAS", nullptr, "Integer; overrides ncclConfig_t.minCTAs");
 const StringKnob kEnvMaxCtas("NCCL_MAX_CTAS", nullptr, "Integer; overrides ncclConfig_t.maxCTAs");
 const StringKnob kEnvNet("NCCL_NET", nullptr,
-                          "The network between hosts by NCCL's name, case-insensitive ('Socket'); overrides "
-                          "ncclConfig_t.netName. Init fails when it names a network Theseus does not have");
+                          "The network between hosts by NCCL's name, case-insensitive: 'Socket' (Theseus' TCP) or the "
+                          "loaded net plugin's name; overrides ncclConfig_t.netName. Init fails when it names a network "
+                          "Theseus does not have");
 const StringKnob kEnvSplitShare("NCCL_COMM_SPLIT_SHARE_RESOURCES", nullptr, "Integer; overrides ncclConfig_t.splitShare (0/1)");
 const StringKnob kEnvCollnet("NCCL_COLLNET_ENABLE", nullptr, "Integer; overrides ncclConfig_t.collnetEnable (0/1)");
 const StringKnob kEnvCtaPolicy("NCCL_CTA_POLICY", nullptr, "Integer; overrides ncclConfig_t.CTAPolicy (0..2)");

@@ -111,7 +111,8 @@ const Reason kReasons[] = {
     {"NET_GDR", "no GPUDirect RDMA yet"},
     {"CUMEM", "buffers are allocated by the caller; Theseus allocates no cuMem memory of its own"},
     {"DMABUF", "no RDMA registration yet"},
-    {"NET_", "no NCCL net plugins or network merging yet; the internal socket network is used"},
+    {"NET_", "the net-plugin backend uses one plugin device per rank and host memory: no NIC merging, shared "
+             "comms or buffers, forced flushes or overhead tuning"},
     {"NETDEVS_POLICY", "no NIC selection beyond NCCL_SOCKET_IFNAME yet"},
     {"OOB_NET", "the bootstrap always runs over TCP"},
     {"PROXY_", "Theseus has no proxy thread"},

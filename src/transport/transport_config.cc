@@ -19,9 +19,11 @@ const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
                            "nothing today");
 const StringKnob kNetPlugin("NCCL_NET_PLUGIN", nullptr,
                             "NCCL net plugins to look for, NCCL's rules (comma list; name or path, then "
-                            "libnccl-net-<name>.so; 'none'): the first usable one is loaded and its devices reported, "
-                            "but the internal Socket network still carries the data. NCCL tuner and profiler plugins "
-                            "are looked for in this library when their own is not found, as NCCL does");
+                            "libnccl-net-<name>.so; 'none'): the first usable one carries the traffic between hosts "
+                            "(and between local ranks shared memory does not serve), ahead of the internal Socket "
+                            "network; Theseus' own TCP network is the plugin libnccl-net-theseus.so. NCCL tuner and "
+                            "profiler plugins are looked for in this library when their own is not found, as NCCL "
+                            "does");
 const IntKnob kShmSlots("THESEUS_SHM_SLOTS", 8, "Slots per shared-memory FIFO (one FIFO per sender and channel)");
 const IntKnob kShmSlotBytes("THESEUS_SHM_SLOT_BYTES", 128 << 10,
                             "Bytes per shared-memory FIFO slot, rounded up to 4 KiB: the largest inline message (wins over "

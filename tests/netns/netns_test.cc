@@ -148,7 +148,7 @@ TEST_F(Netns, RanksOnThreeHostsBootstrapOverTcp) {
 // (veth through the bridge), ranks 0 and 1 share host 0 and use shared memory.
 // Each schedule named in args[2] runs allreduce (several slices), allgather
 // and broadcast with integer-valued floats, so results are exact.
-THESEUS_RANK_FN(netns_collectives) {
+int runCollectives(const theseus::test::RankContext& ctx) {
   ncclUniqueId id = ctx.id;  // from the parent, unless NCCL_COMM_ID names the root
   if (getenv("NCCL_COMM_ID") != nullptr) RANK_NCCL(ncclGetUniqueId(&id));
   ncclComm_t comm;
@@ -172,6 +172,17 @@ THESEUS_RANK_FN(netns_collectives) {
   return 0;
 }
 
+THESEUS_RANK_FN(netns_collectives) { return runCollectives(ctx); }
+
+// The same through an NCCL net plugin: args[1] (when given) is the rank's log, which must show
+// the plugin carrying its connections.
+THESEUS_RANK_FN(net_plugin_collectives) {
+  int rc = runCollectives(ctx);
+  if (rc != 0) return rc;
+  if (ctx.args.size() > 1) RANK_CHECK(logShows(ctx.args.at(1), "through NCCL net plugin 'TheseusSocket'", 1));
+  return 0;
+}
+
 TEST_F(Netns, CollectivesRunOverTcpBetweenHosts) {
   addHosts(3);
   for (const char* schedule : {"ring", "double_binary_tree", "recursive_doubling", "halving_doubling", "hierarchical", "direct"}) {
@@ -192,6 +203,121 @@ TEST(TcpLoopback, CollectivesRunOverSockets) {
     auto r = runRanks("netns_collectives", 4, o);
     EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
   }
+}
+
+// Theseus' TCP network built as an NCCL net plugin (plugins/net_socket) carries the traffic between
+// hosts: NCCL_NET_PLUGIN names the library, every schedule runs, and each rank's log shows its
+// connections going through the plugin (ranks 0 and 1 share host 0 and keep shared memory).
+TEST_F(Netns, CollectivesRunThroughTheSocketNetPluginBetweenHosts) {
+  addHosts(3);
+  for (const char* schedule : {"ring", "double_binary_tree", "recursive_doubling", "halving_doubling", "hierarchical", "direct"}) {
+    SpawnOptions o = options({0, 0, 1, 2});
+    o.env["THESEUS_SCHEDULE"] = schedule;
+    o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,BOOTSTRAP,NET";
+    auto r = runRanks("net_plugin_collectives", 4, o);
+    EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
+  }
+}
+
+// Every version of NCCL's net ABI (v12 .. v6) carries collectives: the socket plugin built to export
+// one version each, on loopback with shared memory off, so every pair goes through the plugin.
+TEST(NetPluginLoopback, EveryNetAbiVersionCarriesCollectives) {
+  for (int v = 12; v >= 6; --v) {
+    SpawnOptions o;
+    o.env["THESEUS_TRANSPORT"] = "socket";
+    o.env["THESEUS_SCHEDULE"] = v == 12 ? "double_binary_tree" : "ring";
+    o.env["NCCL_NET_PLUGIN"] = std::string(THESEUS_TEST_PLUGIN_DIR) + "/libnccl-net-theseus-v" + std::to_string(v) + ".so";
+    const std::string log = "/tmp/theseus-netplugin-v" + std::to_string(v) + "-" + std::to_string(getpid());
+    o.env["NCCL_DEBUG"] = "INFO";
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
+    o.env["NCCL_DEBUG_FILE"] = log + ".%p";
+    o.args = {"", log};
+    auto r = runRanks("net_plugin_collectives", 3, o);
+    EXPECT_TRUE(r.allOk()) << "ncclNetPlugin_v" << v << ": " << r.describe();
+    run("rm -f " + log + ".*");
+  }
+}
+
+// NCCL_NET=Socket picks Theseus' own network even with a plugin loaded: no connection goes through it.
+THESEUS_RANK_FN(net_plugin_not_chosen) {
+  int rc = runCollectives(ctx);
+  if (rc != 0) return rc;
+  RANK_CHECK(!logShows(ctx.args.at(1), "through NCCL net plugin", 0));
+  RANK_CHECK(logShows(ctx.args.at(1), "NCCL net plugin 'TheseusSocket' v12", 0));  // loaded and reported
+  return 0;
+}
+
+TEST(NetPluginLoopback, NcclNetSocketKeepsTheInternalNetwork) {
+  SpawnOptions o;
+  o.env["THESEUS_TRANSPORT"] = "socket";
+  o.env["NCCL_NET"] = "Socket";
+  o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
+  const std::string log = "/tmp/theseus-netplugin-off-" + std::to_string(getpid());
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
+  o.env["NCCL_DEBUG_FILE"] = log + ".%p";
+  o.args = {"", log};
+  auto r = runRanks("net_plugin_not_chosen", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+  run("rm -f " + log + ".*");
+}
+
+// A plugin whose data calls fail (the loader tests' plugin refuses every one): the first collective
+// fails on every rank at once with the plugin's name and the call, instead of hanging or crashing.
+THESEUS_RANK_FN(net_plugin_refuses) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(1024, 1.0f);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  RANK_CHECK(r != ncclSuccess);
+  RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  const std::string why = ncclGetLastError(comm);
+  RANK_CHECK(why.find("NCCL net plugin 'test_net': listen on device") != std::string::npos);
+  ncclCommAbort(comm);
+  return 0;
+}
+
+TEST(NetPluginLoopback, APluginWhoseCallsFailGivesAClearError) {
+  SpawnOptions o;
+  o.env["THESEUS_TRANSPORT"] = "socket";
+  o.env["NCCL_NET_PLUGIN"] = std::string(THESEUS_TEST_PLUGIN_DIR) + "/libnccl-net-test-good.so";
+  auto r = runRanks("net_plugin_refuses", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// A rank killed while its peers run collectives through the plugin: they fail within seconds (the
+// plugin's EOF or the bootstrap's failure notice, whichever comes first), naming a failed peer.
+THESEUS_RANK_FN(net_plugin_peer_dies) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(1 << 20, 1.0f);
+  RANK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr));
+  if (ctx.rank == 2) raise(SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 100000 && r == ncclSuccess; ++i)
+    r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  RANK_CHECK(r != ncclSuccess);
+  RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  // Rank 0 reads from rank 2 in the ring and names it; rank 1 may see rank 0 fail first (the
+  // cascade; naming the first failed rank everywhere is issue 14's).
+  const std::string why = ncclGetLastError(comm);
+  RANK_CHECK(why.find(ctx.rank == 0 ? "rank 2" : "rank ") != std::string::npos);
+  ncclCommAbort(comm);
+  return 0;
+}
+
+TEST(NetPluginLoopback, APeerThatDiesFailsTheOthersWithoutAHang) {
+  SpawnOptions o;
+  o.env["THESEUS_TRANSPORT"] = "socket";
+  o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
+  auto r = runRanks("net_plugin_peer_dies", 3, o);
+  ASSERT_EQ(r.exitCodes.size(), 3u) << r.describe();
+  EXPECT_EQ(r.exitCodes[0], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[1], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[2], 128 + SIGKILL) << r.describe();
 }
 
 // A host dies after init: the others see the failure over the network and shrink it away.

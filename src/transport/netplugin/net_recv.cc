@@ -38,7 +38,8 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
     }
     std::unique_lock lock(mu_);
     drive();
-    if (!error_.isOk() || arrived_ == next_) {
+    if (arrived_ == next_ && next_ == posted_ && !postError_.isOk()) fail(postError_);
+    if (arrived_ == next_) {  // nothing yet, or an error (progress() reports it)
       if (!waiting_.exchange(true)) {
         wait_.begin();
         lock.unlock();
@@ -119,19 +120,26 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
     return true;
   }
 
-  // Under mu_: accept, register, keep every free slot's irecv posted, test the oldest in order.
+  // Under mu_: accept, register, keep every free slot's irecv posted, test the one wanted next.
   void drive() {
     if (!error_.isOk()) return;
     if (comm_ == nullptr && !accept()) return;
-    while (posted_ < next_ + p_.slots) {
+    // A plugin may refuse new receives once the peer closed after its last message; that is
+    // an error only when a message beyond those posted is wanted (tryPeek).
+    while (posted_ < next_ + p_.slots && postError_.isOk()) {
       void* request = nullptr;
       ncclResult_t r = api_.irecv(comm_, slotAt(posted_), stride(), 0, mhandle_, &request);
-      if (r != ncclSuccess) return fail(pluginError("irecv", r));
+      if (r != ncclSuccess) {
+        postError_ = pluginError("irecv", r);
+        break;
+      }
       if (request == nullptr) break;
       requests_[posted_ % p_.slots] = request;
       ++posted_;
     }
-    while (arrived_ < posted_) {
+    // Only up to the message wanted next: one posted further ahead may fail when the peer
+    // closed after its last message, which is no error while nothing needs that message.
+    while (arrived_ <= next_ && arrived_ < posted_) {
       int finished = 0;
       size_t size = 0;
       ncclResult_t r = api_.test(requests_[arrived_ % p_.slots], &finished, &size);
@@ -173,6 +181,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
   void* comm_ = nullptr;
   void* mhandle_ = nullptr;
   Status error_;
+  Status postError_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> waiting_{false};
