@@ -25,6 +25,20 @@ elseif(NOT tinyxml2_FOUND)
   endif()
 endif()
 
+# hwloc (libhwloc-dev) reads the host topology (GPUs, NICs, NUMA nodes) in its own library,
+# libtheseus-topo-hwloc.so; without it Theseus chooses NICs without the topology and says so.
+find_package(PkgConfig QUIET)
+set(THESEUS_HAVE_HWLOC OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
+  if(HWLOC_FOUND)
+    set(THESEUS_HAVE_HWLOC ON)
+  endif()
+endif()
+if(NOT THESEUS_HAVE_HWLOC)
+  message(WARNING "hwloc not found: no topology reader (install libhwloc-dev)")
+endif()
+
 # MPI is optional: it builds the OpenMPI comparison program and mpirun support in the harness.
 find_package(MPI COMPONENTS C CXX QUIET)
 

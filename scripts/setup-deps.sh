@@ -11,6 +11,7 @@ required=(
   pkg-config
   nlohmann-json3-dev   # JSON schedules, policies, attributes
   libtinyxml2-dev      # MSCCL XML import
+  libhwloc-dev         # host topology (GPUs, NICs, NUMA nodes) for NIC choice
   libgtest-dev         # unit and multi-process tests
   libgmock-dev
   libbenchmark-dev     # micro-benchmarks

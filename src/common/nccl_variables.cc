@@ -118,7 +118,8 @@ const Reason kReasons[] = {
     {"PROXY_", "Theseus has no proxy thread"},
     {"PROGRESS_APPENDOP", "Theseus has no proxy thread"},
     {"RAS_", "no RAS subsystem"},
-    {"TOPO_", "no topology detection from XML yet: hosts come from the bootstrap"},
+    {"TOPO_", "NCCL's own topology XML format is not read: Theseus reads the host topology with hwloc, or an hwloc "
+              "XML from THESEUS_TOPO_FILE"},
     {"GRAPH_", "no NCCL graph search: schedules come from policies"},
     {"LL", "Theseus runs one protocol; NCCL's LL/LL128 buffers do not exist"},
     {"NTHREADS", "no NCCL kernels: CUDA thread counts do not apply"},

@@ -59,6 +59,13 @@ void runPrepare(Shared& s) {
 
 // Every rank: probes -> attribute store -> snapshot to the leader when something changed.
 void shipAttributes(Shared& s) {
+  if (s.transports != nullptr && !s.setUpAttributesPublished) {
+    s.setUpAttributesPublished = true;
+    for (const auto& [name, value] : s.transports->setUpAttributes()) {
+      Status st = s.store->set(name, value, attrs::Source::kProbe);
+      if (!st.isOk()) TH_INFO(log::kAttrs, "rank %d: attribute %s: %s", s.rank, name.c_str(), st.message().c_str());
+    }
+  }
   if (s.transports != nullptr) {
     for (int p = 0; p < s.nranks; ++p) {
       if (p == s.rank) continue;

@@ -67,6 +67,7 @@ struct EpochService::Shared {
   std::unique_ptr<attrs::HostProbes> hostProbes;
   std::unique_ptr<attrs::ExternalAttributes> external;
   uint64_t shippedGeneration = UINT64_MAX;
+  bool setUpAttributesPublished = false;  // TransportManager::setUpAttributes, once
   // Leader only (epoch thread).
   std::unique_ptr<EpochLeader> leader;
   std::unique_ptr<policy::Policy> policy;

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -79,6 +80,8 @@ class Backend {
   virtual std::string summary() const { return ""; }
   // Bytes of communication memory this backend allocated for the communicator.
   virtual uint64_t memoryBytes() const { return 0; }
+  // Attributes of this rank the backend settled at set-up (TransportManager::setUpAttributes).
+  virtual void setUpAttributes(std::vector<std::pair<std::string, double>>* out) const { (void)out; }
 };
 
 }  // namespace theseus::transport

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -67,6 +68,9 @@ class TransportManager {
 
   // Counters per peer (index = rank), for attributes and telemetry.
   virtual PeerStats stats(int peer) const = 0;
+  // Facts the backends settled at set-up, as attributes of this rank (the NIC and rail it
+  // uses, its NUMA node); fixed for the communicator's life.
+  virtual std::vector<std::pair<std::string, double>> setUpAttributes() const { return {}; }
 
   // One direction of one channel with `peer` for the device executor, or an
   // error when the communicator has none with that peer (not local, or not set up).

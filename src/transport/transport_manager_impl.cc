@@ -272,6 +272,12 @@ Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool 
   return deviceFifoCache_[idx];
 }
 
+std::vector<std::pair<std::string, double>> TransportManagerImpl::setUpAttributes() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& b : backends_) b->setUpAttributes(&out);
+  return out;
+}
+
 PeerStats TransportManagerImpl::stats(int peer) const {
   PeerStats s;
   if (peer < 0 || peer >= nranks_) return s;

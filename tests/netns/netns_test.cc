@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "mp_test.h"
+#include "theseus/theseus.h"
 
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
@@ -181,6 +182,32 @@ THESEUS_RANK_FN(net_plugin_collectives) {
   if (rc != 0) return rc;
   if (ctx.args.size() > 1) RANK_CHECK(logShows(ctx.args.at(1), "through NCCL net plugin 'TheseusSocket'", 1));
   return 0;
+}
+
+// The plugin device a rank uses is an attribute policies can read (rank.<r>.net_device).
+THESEUS_RANK_FN(net_plugin_attributes) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(1024, 1.0f);
+  RANK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr));
+  const std::string name = "rank." + std::to_string(ctx.rank) + ".net_device";
+  double value = -1;
+  int isSet = 0;
+  for (int i = 0; i < 200 && !isSet; ++i) {
+    RANK_NCCL(theseusGetAttribute(comm, name.c_str(), &value, &isSet));
+    if (!isSet) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  RANK_CHECK(isSet && value == 0);
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(NetPluginLoopback, TheDeviceInUseIsAnAttribute) {
+  SpawnOptions o;
+  o.env["THESEUS_TRANSPORT"] = "socket";
+  o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
+  auto r = runRanks("net_plugin_attributes", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
 TEST_F(Netns, CollectivesRunOverTcpBetweenHosts) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "topology/topology.h"
+#include "transport/netplugin/net_device_choice.h"
 
 namespace theseus::transport::netplugin {
 
@@ -29,8 +31,12 @@ Status NetPluginBackend::setUp() {
     TH_WARN("NCCL net plugin '%s': not every rank loaded it (%s); those pairs use Theseus' internal networks",
             mine.c_str(), others.c_str());
   if (enabled_) {
-    const int ndev = static_cast<int>(plugin_->devices().size());
-    device_ = ndev > 0 ? ctx_.boot->localRank() % ndev : 0;
+    const auto& peers = ctx_.boot->peers();
+    const int cudaDev = ctx_.rank < static_cast<int>(peers.size()) ? peers[static_cast<size_t>(ctx_.rank)].cudaDev : -1;
+    // The topology is read only when a GPU can use it (hwloc's discovery costs milliseconds).
+    const topology::Topology* topo = cudaDev >= 0 ? topology::Topology::forThisHost() : nullptr;
+    choice_ = chooseNetDevice(topo, cudaDev, plugin_->devices(), ctx_.boot->localRank());
+    device_ = choice_.device;
   }
   return Status::ok();
 }
@@ -42,8 +48,11 @@ bool NetPluginBackend::canConnect(int peer) const {
 void NetPluginBackend::assigned(const std::vector<bool>& mine) {
   peers_ = static_cast<int>(std::count(mine.begin(), mine.end(), true));
   if (peers_ > 0)
-    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through NCCL net plugin '%s' device %d (%s)", ctx_.rank,
-            peers_, plugin_->name().c_str(), device_, plugin_->devices()[static_cast<size_t>(device_)].describe().c_str());
+    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through NCCL net plugin '%s' device %d (%s; %s)%s",
+            ctx_.rank, peers_, plugin_->name().c_str(), device_,
+            plugin_->devices()[static_cast<size_t>(device_)].describe().c_str(), choice_.why.c_str(),
+            choice_.cpus.empty() ? "" : (", progress thread on the NIC's " + std::to_string(choice_.cpus.size()) +
+                                         " NUMA-local CPU(s)").c_str());
 }
 
 NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
@@ -60,7 +69,7 @@ NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
 }
 
 NetPump* NetPluginBackend::pump() {
-  if (pump_ == nullptr) pump_ = std::make_unique<NetPump>(ctx_.wake, ctx_.wakeCtx);
+  if (pump_ == nullptr) pump_ = std::make_unique<NetPump>(ctx_.wake, ctx_.wakeCtx, choice_.cpus);
   return pump_.get();
 }
 
@@ -96,6 +105,14 @@ std::string NetPluginBackend::pendingReceives(const std::vector<int>& peers, int
            std::to_string(e.channel) + " (net plugin)";
   }
   return out;
+}
+
+void NetPluginBackend::setUpAttributes(std::vector<std::pair<std::string, double>>* out) const {
+  if (peers_ == 0) return;
+  const std::string me = "rank." + std::to_string(ctx_.rank) + ".";
+  out->emplace_back(me + "net_device", device_);
+  if (choice_.rail >= 0) out->emplace_back(me + "rail", choice_.rail);
+  if (choice_.numa >= 0) out->emplace_back(me + "nic_numa", choice_.numa);
 }
 
 std::string NetPluginBackend::summary() const {

@@ -6,9 +6,10 @@
 // has the backend, even when its plugin is unusable, so the rounds line up):
 // a pair uses the plugin only when both ranks loaded the same one, else the
 // next backend (Socket) serves it — both sides decide alike. Each rank uses
-// plugin device localRank % ndev (NCCL's choice by PCI distance needs the
-// topology, issue 11's next piece) and drives its connections from one
-// NetPump thread.
+// plugin device NVIDIA's library would pick for its GPU by PCI distance
+// (net_device_choice.h; local rank modulo the devices without a GPU or a
+// topology) and drives its connections from one NetPump thread, pinned to
+// that NIC's NUMA node.
 #pragma once
 
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "transport/backend.h"
 #include "transport/netplugin/net_connection.h"
+#include "transport/netplugin/net_device_choice.h"
 #include "transport/netplugin/net_plugin.h"
 
 namespace theseus::transport::netplugin {
@@ -38,6 +40,9 @@ class NetPluginBackend final : public Backend {
   std::string pendingReceives(const std::vector<int>& peers, int channels) override;
   std::string summary() const override;
   uint64_t memoryBytes() const override { return memoryBytes_.load(std::memory_order_relaxed); }
+  // rank.<r>.net_device (the plugin device), and with the topology rank.<r>.rail (the NIC's
+  // index on its host, NVIDIA's rail) and rank.<r>.nic_numa (its NUMA node).
+  void setUpAttributes(std::vector<std::pair<std::string, double>>* out) const override;
 
  private:
   NetParams paramsFor(int peer, int channel) const;
@@ -47,6 +52,7 @@ class NetPluginBackend final : public Backend {
   const NetPlugin* plugin_;
   bool enabled_;
   int device_ = 0;
+  DeviceChoice choice_;
   std::vector<bool> usable_;
   int peers_ = 0;
   std::mutex mu_;  // connections are made by the executor and the epoch thread

@@ -104,7 +104,8 @@ class NetPumpClient {
 
 class NetPump {
  public:
-  NetPump(WakeFn wake, void* wakeCtx);
+  // `cpus`: where the thread runs (those of them this process may use); empty: anywhere.
+  NetPump(WakeFn wake, void* wakeCtx, std::vector<int> cpus = {});
   ~NetPump();
   void add(NetPumpClient* c);
   void remove(NetPumpClient* c);
@@ -112,9 +113,11 @@ class NetPump {
   void notify();
 
  private:
+  void pin();
   void run();
   WakeFn wake_;
   void* wakeCtx_;
+  std::vector<int> cpus_;
   std::mutex mu_;  // clients_, and a pass over them
   std::vector<NetPumpClient*> clients_;
   std::mutex kickMu_;

@@ -7,17 +7,43 @@
 // ups a second, not a core). With no work anywhere it sleeps until notify().
 // Lock order: the pump holds mu_ (the client list) and try-locks a client;
 // clients notify without holding mu_, so the executor never waits for a pass.
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "transport/netplugin/net_connection.h"
 
 namespace theseus::transport::netplugin {
 
-NetPump::NetPump(WakeFn wake, void* wakeCtx) : wake_(wake), wakeCtx_(wakeCtx) {
-  thread_ = std::thread([this] { run(); });
+NetPump::NetPump(WakeFn wake, void* wakeCtx, std::vector<int> cpus)
+    : wake_(wake), wakeCtx_(wakeCtx), cpus_(std::move(cpus)) {
+  thread_ = std::thread([this] {
+    pin();
+    run();
+  });
+}
+
+// The NIC's NUMA-local CPUs that this process may use; none of them: unpinned.
+void NetPump::pin() {
+  if (cpus_.empty()) return;
+  cpu_set_t allowed, mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  int n = 0;
+  for (int c : cpus_)
+    if (c >= 0 && c < CPU_SETSIZE && CPU_ISSET(c, &allowed)) {
+      CPU_SET(c, &mine);
+      ++n;
+    }
+  if (n == 0) {
+    TH_INFO(log::kNet, "net plugin progress thread: none of the NIC's NUMA-local CPUs is allowed to this process; "
+            "not pinned");
+    return;
+  }
+  pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
 }
 
 NetPump::~NetPump() {
