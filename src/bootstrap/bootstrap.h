@@ -56,6 +56,7 @@ struct PeerInfo {
 enum class MsgType : uint16_t {
   kAttributes = 16,   // rank -> leader: attribute snapshot (src/attrs)
   kEpoch = 17,        // leader <-> rank: leases, prepare, ack, commit (src/epoch)
+  kOpFailure = 18,    // rank -> leader -> every rank: an operation failed there (comm/failure_reports.h)
   kUser = 32,         // first free value for later modules
 };
 

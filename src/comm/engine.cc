@@ -58,6 +58,7 @@ Engine::Engine(Communicator& comm)
     : comm_(comm),
       hostOf_(hostIndices(comm)),
       sliceBytes_(configuredSliceBytes()),
+      failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
 }
@@ -65,6 +66,7 @@ Engine::Engine(Communicator& comm)
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
+  failureReports_.stop();
   if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
   memo_.clear();
   scratch_.release();
@@ -176,7 +178,9 @@ Status Engine::health() const {
 }
 
 void Engine::noteFailure(const Status& s) {
-  if (!s.isOk()) comm_.setAsyncError(s.code(), s.message());
+  if (s.isOk()) return;
+  comm_.setAsyncError(s.code(), s.message());
+  failureReports_.report(s);
 }
 
 Status Engine::beforeRun() {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/collective_engine.h"
+#include "comm/failure_reports.h"
 #include "comm/red_ops.h"
 #include "comm/registrations.h"
 #include "comm/scratch.h"
@@ -106,6 +107,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   std::atomic<bool> suspended_{false};
   size_t scratchBeforeSuspend_ = 0;  // re-allocated by resume()
 
+  FailureReports failureReports_;
   RedOps redOps_;
   Registrations registrations_;
   ScratchArena scratch_;

@@ -24,6 +24,7 @@ Status Engine::startEpochs() {
     return Status::ok();
   };
   if (o.bootstrap == nullptr) return internalError("the collective engine needs a bootstrap");
+  failureReports_.start();
   TH_ASSIGN(epochs_, epoch::EpochService::create(o));
   clock_ = &epochs_->clock();
   adoptEpoch();

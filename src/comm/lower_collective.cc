@@ -102,8 +102,12 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   plan.scheduleName = memo->program->program.name.c_str();
   plan.bytes = std::max(inBytes, outBytes);
   int opClass = schedule::isReducing(c) ? static_cast<int>(red.kind) + 1 : 0;
-  plan.tag = static_cast<uint32_t>(mix64(seq ^ (uint64_t(c) << 56) ^ (uint64_t(op.type) << 48) ^
-                                         (uint64_t(opClass) << 40) ^ (uint64_t(op.root) << 20)) >> 32);
+  // Every message carries the tag and every receiver checks it, so whatever the ranks must
+  // agree on goes into it: the sequence number, collective, datatype, operation class, root
+  // and count (a rank called with another count gets an error, not a wrong result).
+  plan.tag = static_cast<uint32_t>(
+      mix64(seq ^ (uint64_t(c) << 56) ^ (uint64_t(op.type) << 48) ^ (uint64_t(opClass) << 40) ^
+            (uint64_t(op.root) << 20) ^ mix64(static_cast<uint64_t>(op.count) + 0x9e3779b97f4a7c15ull)) >> 32);
   if (plan.tag == kP2pTag) plan.tag ^= 1;
   if (red.divideAtEnd) {
     bool holdsResult = c == Collective::kAllReduce || c == Collective::kReduceScatter ||

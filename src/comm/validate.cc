@@ -1,7 +1,12 @@
 #include "comm/validate.h"
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
+#include "exec/reduce.h"
 #include "schedule/ir.h"
 
 namespace theseus::comm {
@@ -13,6 +18,41 @@ const char* opKindName(const OpDesc& op) {
     case OpDesc::Kind::kRecv: return "ncclRecv";
     default: return schedule::collectiveName(op.collective);
   }
+}
+
+// The largest buffer of the call in elements per `count`: n for the gathered or
+// scattered side of allgather, reducescatter, alltoall, gather and scatter.
+size_t bufferFactor(const OpDesc& op, int nranks) {
+  if (op.kind != OpDesc::Kind::kCollective) return 1;
+  switch (op.collective) {
+    case schedule::Collective::kAllGather:
+    case schedule::Collective::kReduceScatter:
+    case schedule::Collective::kAlltoAll:
+    case schedule::Collective::kGather:
+    case schedule::Collective::kScatter: return static_cast<size_t>(nranks);
+    default: return 1;
+  }
+}
+
+// count x element size (x ranks for the large side) must be a byte count, and the
+// buffers must fit in the address space: a count that wraps would move a few bytes
+// and report success, or wait for data nobody sends.
+Status checkSize(const char* what, const OpDesc& op, int nranks) {
+  const size_t elem = exec::typeSize(op.type);
+  const size_t factor = bufferFactor(op, nranks);
+  constexpr size_t kMaxBytes = size_t(PTRDIFF_MAX);
+  if (op.count == 0 || elem == 0) return Status::ok();
+  if (op.count > kMaxBytes / elem / factor)
+    return invalidArgument("%s: count %zu of %zu-byte elements%s is more than any buffer can hold", what, op.count,
+                           elem, factor > 1 ? (" x " + std::to_string(factor) + " ranks").c_str() : "");
+  const size_t bytes = op.count * elem * factor;
+  for (const void* buf : {static_cast<const void*>(op.sendbuff), static_cast<const void*>(op.recvbuff)}) {
+    if (buf == nullptr) continue;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(buf);
+    if (start + bytes < start)
+      return invalidArgument("%s: a buffer of %zu bytes at %p wraps around the address space", what, bytes, buf);
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -38,6 +78,7 @@ Status validateOp(ncclComm_t handle, const OpDesc& op, Communicator** out) {
     return invalidArgument("%s: invalid datatype %d", what, static_cast<int>(op.type));
 
   const int n = c->nranks();
+  TH_CHECK(checkSize(what, op, n));
   if (op.kind == OpDesc::Kind::kSend || op.kind == OpDesc::Kind::kRecv) {
     if (op.peer < 0 || op.peer >= n)
       return invalidArgument("%s: peer %d out of range [0, %d)", what, op.peer, n);

@@ -47,6 +47,14 @@ std::optional<std::string> knobValueText(const KnobInfo& info) {
   return info.defaultText;
 }
 
+std::string knobEffectiveText(const KnobInfo& info) {
+  std::optional<std::string> text = knobValueText(info);
+  if (!text) return "";
+  if (info.type == KnobType::kInt)
+    if (auto v = parseIntWithSuffix(text->c_str())) return std::to_string(*v);
+  return *text;
+}
+
 std::vector<const KnobInfo*> allKnobs() {
   std::lock_guard<std::mutex> lock(registryMutex());
   auto out = registry();

@@ -34,6 +34,9 @@ const KnobInfo* findKnob(const char* name);
 // Its value now as text (the environment's, else the default); nullopt when
 // unset without a default.
 std::optional<std::string> knobValueText(const KnobInfo& info);
+// The value in effect, comparable between processes: an integer knob as its decimal value
+// ("128K" and "131072" are equal), anything else as set or its default ("" when unset).
+std::string knobEffectiveText(const KnobInfo& info);
 // Registers a knob (called by the knob constructors). Duplicate names are a bug and abort at startup
 // of the test that checks the registry, not in the library.
 void registerKnob(const KnobInfo* info);

@@ -46,6 +46,34 @@ void hostsOf(const bootstrap::Bootstrap& b, std::vector<std::string>* names) {
     if (seen.emplace(p.hostHash, static_cast<int>(seen.size())).second) names->push_back(attrs::hostLabel(p.hostname));
 }
 
+// Settings every rank must share, because both ends of a connection or every rank of a
+// collective derive the same sizes from them; checked at creation like THESEUS_EPOCH, so a
+// difference is an error naming the variable instead of a "mismatched collective" later.
+const char* const kMustAgree[] = {"THESEUS_SLICE_BYTES",     "THESEUS_SHM_SLOTS",       "THESEUS_SHM_SLOT_BYTES",
+                                  "THESEUS_SOCKET_SLOTS",    "THESEUS_SOCKET_SLOT_BYTES", "NCCL_BUFFSIZE",
+                                  "THESEUS_DEVICE_EXECUTOR", "THESEUS_MAX_CHANNELS"};
+
+nlohmann::json sharedSettings() {
+  nlohmann::json s = nlohmann::json::object();
+  for (const char* name : kMustAgree)
+    if (const KnobInfo* k = findKnob(name)) s[name] = knobEffectiveText(*k);
+  return s;
+}
+
+Status checkSharedSettings(const nlohmann::json& mine, const nlohmann::json& theirs, int me, size_t r) {
+  for (const auto& [name, value] : mine.items()) {
+    auto it = theirs.find(name);
+    if (it == theirs.end() || *it == value) continue;
+    auto text = [](const nlohmann::json& v) {
+      std::string s = v.get<std::string>();
+      return s.empty() ? std::string("(unset)") : s;
+    };
+    return invalidUsage("%s differs between ranks (rank %d: %s, rank %zu: %s); it must be equal on all ranks",
+                        name.c_str(), me, text(value).c_str(), r, text(*it).c_str());
+  }
+  return Status::ok();
+}
+
 struct Handshake {
   bool ok = false;
   std::string error;
@@ -56,7 +84,7 @@ struct Handshake {
 // The leader's part of the creation handshake: the initial table and lease.
 std::string leaderContribution(uint64_t commId, int nranks, const std::vector<int>& hostOf,
                                const std::vector<std::string>& hosts, std::unique_ptr<policy::Policy>* policyOut) {
-  nlohmann::json j = {{"epoch", 1}, {"mode", kEpoch.get() ? "on" : "off"}};
+  nlohmann::json j = {{"epoch", 1}, {"mode", kEpoch.get() ? "on" : "off"}, {"settings", sharedSettings()}};
   std::string spec = policy::configuredSpec();
   auto loaded = policy::load(spec);
   if (!loaded.isOk()) {
@@ -99,12 +127,14 @@ Result<Handshake> agree(bootstrap::Bootstrap& boot, const std::string& mine) {
   Handshake h;
   try {
     const bool on = kEpoch.get();
+    const nlohmann::json settings = sharedSettings();
     for (size_t r = 0; r < all.size(); ++r) {
       auto j = nlohmann::json::parse(all[r]);
       if (j.value("epoch", 0) != 1) return invalidUsage("rank %zu speaks another epoch handshake version", r);
       if ((j.value("mode", "") == "on") != on)
         return invalidUsage("THESEUS_EPOCH differs between ranks (rank %d: %s, rank %zu: %s); it must be equal on "
                             "all ranks", boot.rank(), on ? "on" : "off", r, on ? "off" : "on");
+      if (j.contains("settings")) TH_CHECK(checkSharedSettings(settings, j["settings"], boot.rank(), r));
     }
     auto j = nlohmann::json::parse(all[0]);
     h.ok = j.at("ok").get<bool>();
@@ -203,7 +233,10 @@ Result<std::unique_ptr<EpochService>> EpochService::create(const ServiceOptions&
   hostsOf(boot, &hosts);
   std::unique_ptr<policy::Policy> policy;
   std::string mine = boot.rank() == 0 ? leaderContribution(boot.commHash(), boot.nranks(), o.hostOf, hosts, &policy)
-                                      : nlohmann::json({{"epoch", 1}, {"mode", kEpoch.get() ? "on" : "off"}}).dump();
+                                      : nlohmann::json({{"epoch", 1},
+                                                        {"mode", kEpoch.get() ? "on" : "off"},
+                                                        {"settings", sharedSettings()}})
+                                            .dump();
   Handshake h;
   TH_ASSIGN(h, agree(boot, mine));
   if (!h.ok) return invalidArgument("%s", h.error.c_str());

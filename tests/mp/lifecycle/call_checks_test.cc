@@ -1,0 +1,177 @@
+// Calls that cannot be right, caught on every rank (issue 14): sizes that do
+// not fit in bytes fail at once with ncclInvalidArgument, ranks that call a
+// collective inconsistently (count, datatype, root) all get an error instead of
+// a wrong result, and settings that must agree between ranks are checked at init.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "mp_test.h"
+
+using theseus::test::runRanks;
+using theseus::test::SpawnOptions;
+
+namespace {
+
+bool says(const char* what) { return std::string(ncclGetLastError(nullptr)).find(what) != std::string::npos; }
+
+// Every collective and p2p call with a count whose byte size wraps (or exceeds any
+// buffer) is refused before anything moves; the communicator stays usable.
+THESEUS_RANK_FN(overflowing_counts) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(64, 1.0f);
+  float* b = buf.data();
+  const size_t huge[] = {SIZE_MAX, SIZE_MAX / 4 + 1, size_t(1) << 62, (size_t(1) << 62) + 1, size_t(1) << 61};
+  auto start = std::chrono::steady_clock::now();
+  for (size_t n : huge) {
+    RANK_CHECK(ncclAllReduce(b, b, n, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(says("more than any buffer can hold"));
+    RANK_CHECK(ncclBroadcast(b, b, n, ncclFloat, 0, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclReduce(b, b, n, ncclFloat, ncclSum, 0, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclAllGather(b, b, n, ncclFloat, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclReduceScatter(b, b, n, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclAlltoAll(b, b, n, ncclFloat, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclGather(b, b, n, ncclFloat, 0, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclScatter(b, b, n, ncclFloat, 0, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclSend(b, n, ncclFloat, (ctx.rank + 1) % ctx.nranks, comm, nullptr) == ncclInvalidArgument);
+    RANK_CHECK(ncclRecv(b, n, ncclFloat, (ctx.rank + 1) % ctx.nranks, comm, nullptr) == ncclInvalidArgument);
+  }
+  // The gathered side counts: 2^61 floats per rank fit in bytes, x ranks do not.
+  const size_t perRank = (size_t(1) << 61) / static_cast<size_t>(ctx.nranks) + 1;
+  RANK_CHECK(ncclAllGather(b, b, perRank, ncclFloat, comm, nullptr) == ncclInvalidArgument);
+  RANK_CHECK(says("ranks is more than any buffer can hold"));
+  // A buffer whose end would wrap around the address space.
+  RANK_CHECK(ncclAllReduce(reinterpret_cast<void*>(UINTPTR_MAX - 15), b, 8, ncclFloat, ncclSum, comm, nullptr) ==
+             ncclInvalidArgument);
+  RANK_CHECK(says("wraps around the address space"));
+  RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  RANK_NCCL(ncclAllReduce(b, b, buf.size(), ncclFloat, ncclSum, comm, nullptr));
+  for (float v : buf) RANK_CHECK(v == static_cast<float>(ctx.nranks));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(CallChecks, CountsWhoseBytesDoNotFitAreInvalidArguments) {
+  auto r = runRanks("overflowing_counts", 2);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// args[0]: which call differs on the last rank ("count", "type", "root"); args[1]: elements.
+THESEUS_RANK_FN(inconsistent_calls) {
+  const std::string what = ctx.args.at(0);
+  const size_t count = std::stoul(ctx.args.at(1));
+  const bool odd = ctx.rank == ctx.nranks - 1;
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(count, 1.0f);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r;
+  if (what == "count") {
+    r = ncclAllReduce(buf.data(), buf.data(), odd ? count / 2 : count, ncclFloat, ncclSum, comm, nullptr);
+  } else if (what == "type") {
+    r = ncclAllReduce(buf.data(), buf.data(), count, odd ? ncclInt32 : ncclFloat, ncclSum, comm, nullptr);
+  } else if (what == "allgather") {
+    std::vector<float> out(count * static_cast<size_t>(ctx.nranks));
+    r = ncclAllGather(buf.data(), out.data(), odd ? count / 2 : count, ncclFloat, comm, nullptr);
+  } else {
+    // Ranks whose own view of the call is complete and consistent (the root as they see it
+    // sent to them) may succeed, with the root's data; nobody may succeed with other data.
+    const int root = odd ? 1 : 0;
+    for (float& v : buf) v = static_cast<float>(ctx.rank + 1);
+    r = ncclBroadcast(buf.data(), buf.data(), count, ncclFloat, root, comm, nullptr);
+    if (r == ncclSuccess) {
+      for (float v : buf)
+        if (v != static_cast<float>(root + 1)) {
+          fprintf(stderr, "rank %d: broadcast returned success with wrong data (%g)\n", ctx.rank, v);
+          return 1;
+        }
+      // The rank that saw the mismatch reports it: the next call fails, naming the broadcast.
+      r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat, ncclSum, comm, nullptr);
+      if (r == ncclSuccess) {
+        fprintf(stderr, "rank %d: the call after the inconsistent broadcast succeeded\n", ctx.rank);
+        return 1;
+      }
+      fprintf(stderr, "rank %d (next call): %s\n", ctx.rank, ncclGetLastError(comm));
+    } else {
+      fprintf(stderr, "rank %d: %s\n", ctx.rank, ncclGetLastError(comm));
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r == ncclSuccess) {
+    fprintf(stderr, "rank %d: %s mismatch returned success\n", ctx.rank, what.c_str());
+    return 1;
+  }
+  if (s > 20) {
+    fprintf(stderr, "rank %d: the error took %.1f s: %s\n", ctx.rank, s, ncclGetLastError(comm));
+    return 1;
+  }
+  ncclCommAbort(comm);
+  return 0;
+}
+
+void expectEveryRankFails(const char* what, size_t count, int nranks) {
+  SpawnOptions o;
+  o.args = {what, std::to_string(count)};
+  o.env["THESEUS_STALL_TIMEOUT_MS"] = "60000";
+  auto r = runRanks("inconsistent_calls", nranks, o);
+  EXPECT_TRUE(r.allOk()) << what << " x " << count << ": " << r.describe();
+}
+
+TEST(CallChecks, MismatchedCountsFailOnEveryRank) {
+  expectEveryRankFails("count", 1 << 20, 2);
+  expectEveryRankFails("count", 1 << 20, 3);
+  expectEveryRankFails("count", 64, 3);
+  expectEveryRankFails("allgather", 4096, 3);
+}
+
+TEST(CallChecks, MismatchedDatatypesFailOnEveryRank) { expectEveryRankFails("type", 1 << 16, 3); }
+
+TEST(CallChecks, BroadcastWithDifferentRootsFailsOnEveryRank) {
+  for (const char* schedule : {"ring", "double_binary_tree", "direct"}) {
+    for (size_t count : {size_t(16), size_t(1) << 20}) {
+      SpawnOptions o;
+      o.args = {"root", std::to_string(count)};
+      o.env["THESEUS_STALL_TIMEOUT_MS"] = "60000";
+      o.env["THESEUS_SCHEDULE"] = schedule;
+      auto r = runRanks("inconsistent_calls", 3, o);
+      EXPECT_TRUE(r.allOk()) << schedule << " x " << count << ": " << r.describe();
+    }
+  }
+}
+
+// args[0]: the variable, args[1]: rank 0's value, args[2]: the other ranks' value, args[3]: "fail" or "ok".
+THESEUS_RANK_FN(settings_differ) {
+  setenv(ctx.args.at(0).c_str(), (ctx.rank == 0 ? ctx.args.at(1) : ctx.args.at(2)).c_str(), 1);
+  ncclComm_t comm;
+  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  if (ctx.args.at(3) == "ok") {
+    RANK_NCCL(r);
+    RANK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
+  RANK_CHECK(r == ncclInvalidUsage);
+  const std::string why = ncclGetLastError(nullptr);
+  if (why.find(ctx.args.at(0) + " differs between ranks") == std::string::npos) {
+    fprintf(stderr, "rank %d: %s\n", ctx.rank, why.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+TEST(CallChecks, SettingsThatMustAgreeAreCheckedAtInit) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"THESEUS_SLICE_BYTES", "131072", "65536", "fail"},
+                                                                {"THESEUS_SHM_SLOT_BYTES", "262144", "131072", "fail"},
+                                                                {"NCCL_BUFFSIZE", "4194304", "1048576", "fail"},
+                                                                {"THESEUS_SLICE_BYTES", "128K", "131072", "ok"}}) {
+    SpawnOptions o;
+    o.args = args;
+    auto r = runRanks("settings_differ", 3, o);
+    EXPECT_TRUE(r.allOk()) << args[0] << " " << args[1] << "/" << args[2] << ": " << r.describe();
+  }
+}
+
+}  // namespace
