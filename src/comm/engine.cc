@@ -35,7 +35,14 @@ std::vector<int> hostIndices(const Communicator& comm) {
 }
 
 size_t configuredSliceBytes() {
-  size_t slice = static_cast<size_t>(std::max<int64_t>(kSliceBytes.get(), 64));
+  const int64_t asked = kSliceBytes.get();
+  if (asked < 64) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      TH_WARN("THESEUS_SLICE_BYTES=%lld is below the smallest slice (64 bytes); using 64, which makes large "
+              "operations much slower", static_cast<long long>(asked));
+  }
+  size_t slice = static_cast<size_t>(std::max<int64_t>(asked, 64));
   return slice / 64 * 64;
 }
 

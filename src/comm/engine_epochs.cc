@@ -4,6 +4,7 @@
 #include "comm/communicator.h"
 #include "comm/engine.h"
 #include "common/log.h"
+#include "schedule/user/user_schedules.h"
 
 namespace theseus::comm {
 
@@ -25,6 +26,8 @@ Status Engine::startEpochs() {
   };
   if (o.bootstrap == nullptr) return internalError("the collective engine needs a bootstrap");
   failureReports_.start();
+  // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.
+  (void)schedule::user::processRegistry();
   TH_ASSIGN(epochs_, epoch::EpochService::create(o));
   clock_ = &epochs_->clock();
   adoptEpoch();

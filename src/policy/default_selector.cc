@@ -7,6 +7,8 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "schedule/builtins.h"
+#include "schedule/user/user_schedules.h"
 
 namespace theseus::policy {
 namespace {
@@ -99,6 +101,14 @@ std::string forcedSchedule(Collective c) {
         out.emplace_back(static_cast<int>(coll), entry.substr(colon + 1));
       else
         out.emplace_back(-1, entry);
+    }
+    // A name that is neither a built-in nor a loaded user schedule can never be forced.
+    for (const auto& [coll, name] : out) {
+      if (schedule::isBuiltin(name) || schedule::user::knows(name)) continue;
+      std::string builtins;
+      for (const std::string& b : schedule::builtinNames()) builtins += (builtins.empty() ? "" : ", ") + b;
+      TH_WARN("THESEUS_SCHEDULE: no schedule is named '%s' (built-ins: %s; user schedules come from "
+              "THESEUS_SCHEDULES); it is ignored", name.c_str(), builtins.c_str());
     }
     return out;
   }();

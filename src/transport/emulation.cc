@@ -192,8 +192,14 @@ Result<std::unique_ptr<LinkEmulation>> LinkEmulation::fromEnv(int rank, int nran
   std::vector<EmulationRule> rules;
   TH_ASSIGN(rules, parseEmulation(kEmulate.get()));
   if (rules.empty()) return std::unique_ptr<LinkEmulation>();
-  for (const auto& r : rules)
+  for (const auto& r : rules) {
     TH_INFO(log::kNet | log::kInit, "THESEUS_EMULATE (rank %d of %d): %s", rank, nranks, r.text.c_str());
+    // A rule for a rank this communicator does not have can never apply: say so (once per rule).
+    const int highest = std::max(r.from, r.to);
+    if (highest >= nranks && rank == 0)
+      TH_WARN("THESEUS_EMULATE: rule '%s' names rank %d, but the communicator has %d rank(s); it never applies",
+              r.text.c_str(), highest, nranks);
+  }
   return std::make_unique<LinkEmulation>(std::move(rules), rank, nranks);
 }
 

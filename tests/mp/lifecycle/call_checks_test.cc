@@ -2,6 +2,8 @@
 // not fit in bytes fail at once with ncclInvalidArgument, ranks that call a
 // collective inconsistently (count, datatype, root) all get an error instead of
 // a wrong result, and settings that must agree between ranks are checked at init.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -171,6 +173,48 @@ TEST(CallChecks, SettingsThatMustAgreeAreCheckedAtInit) {
     o.args = args;
     auto r = runRanks("settings_differ", 3, o);
     EXPECT_TRUE(r.allOk()) << args[0] << " " << args[1] << "/" << args[2] << ": " << r.describe();
+  }
+}
+
+// Settings that cannot do what they say get one WARN instead of silence (issue 14, item 10):
+// args[0] is the text the rank's log (NCCL_DEBUG_FILE, args[1]) must show after init and a collective.
+THESEUS_RANK_FN(warns_about_setting) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(4096, 1.0f);
+  RANK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr));
+  RANK_NCCL(ncclCommDestroy(comm));
+  if (ctx.rank != 0) return 0;
+  FILE* f = fopen((ctx.args.at(1) + "." + std::to_string(getpid())).c_str(), "r");
+  RANK_CHECK(f != nullptr);
+  std::string text;
+  char line[4096];
+  while (fgets(line, sizeof(line), f) != nullptr) text += line;
+  fclose(f);
+  if (text.find(ctx.args.at(0)) == std::string::npos || text.find("WARN") == std::string::npos) {
+    fprintf(stderr, "no WARN with '%s' in:\n%s\n", ctx.args.at(0).c_str(), text.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+TEST(CallChecks, SettingsThatCannotWorkAreWarnedAbout) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"THESEUS_SCHEDULE", "no_such_schedule", "no schedule is named 'no_such_schedule'"},
+      {"THESEUS_SCHEDULES", "/nonexistent/schedules.json", "THESEUS_SCHEDULES: "},
+      {"THESEUS_EMULATE", "throttle:0->7:10%", "names rank 7, but the communicator has 2 rank(s)"},
+      {"THESEUS_SLICE_BYTES", "0", "THESEUS_SLICE_BYTES=0 is below the smallest slice"},
+  };
+  for (const auto& c : cases) {
+    SpawnOptions o;
+    const std::string log = "/tmp/theseus-warns-" + std::to_string(getpid());
+    o.env[c[0]] = c[1];
+    o.env["NCCL_DEBUG"] = "WARN";
+    o.env["NCCL_DEBUG_FILE"] = log + ".%p";
+    o.args = {c[2], log};
+    auto r = runRanks("warns_about_setting", 2, o);
+    EXPECT_TRUE(r.allOk()) << c[0] << "=" << c[1] << ": " << r.describe();
+    (void)!system(("rm -f " + log + ".*").c_str());
   }
 }
 
