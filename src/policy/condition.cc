@@ -35,7 +35,13 @@ using NodePtr = std::shared_ptr<const Node>;
 bool nameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool nameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':'; }
 
-// Recursive-descent parser; positions in errors are 1-based characters.
+// Recursive-descent parser; positions in errors are 1-based characters. Nesting
+// (parentheses, 'not', unary '-') and the number of operators are bounded, so a
+// hostile or generated condition gets an error instead of exhausting the stack
+// of the parser, of evaluation or of the tree's destruction (all recursive).
+constexpr int kMaxNesting = 64;
+constexpr size_t kMaxOperators = 4096;
+
 class Parser {
  public:
   explicit Parser(const std::string& text) : s_(text) {}
@@ -71,6 +77,19 @@ class Parser {
     pos_ += n;
     return true;
   }
+  // Counts one nesting level for its scope.
+  struct Nest {
+    explicit Nest(int* depth) : depth_(depth) { ++*depth_; }
+    ~Nest() { --*depth_; }
+    int* depth_;
+  };
+  Status tooDeep(size_t at) {
+    return error(at, "the condition nests more than %d levels deep (parentheses, 'not', '-')", kMaxNesting);
+  }
+  // An operator node; the caller checks operatorsLeft() first.
+  bool operatorsLeft() { return ++operators_ <= kMaxOperators; }
+  Status tooMany(size_t at) { return error(at, "the condition has more than %zu operators", kMaxOperators); }
+
   static NodePtr make(Node::Kind k, NodePtr a = nullptr, NodePtr b = nullptr) {
     auto n = std::make_shared<Node>();
     n->kind = k;
@@ -86,6 +105,8 @@ class Parser {
 
   Result<NodePtr> parseOr() {
     size_t at = (skipSpace(), pos_);
+    Nest nest(&depth_);
+    if (depth_ > kMaxNesting) return tooDeep(at);
     NodePtr left;
     TH_ASSIGN(left, parseAnd());
     while (accept("or") || accept("||")) {
@@ -94,6 +115,7 @@ class Parser {
       NodePtr right;
       TH_ASSIGN(right, parseAnd());
       TH_CHECK(expect(right, true, rightAt, "'or'"));
+      if (!operatorsLeft()) return tooMany(rightAt);
       left = make(Node::kOr, left, right);
     }
     return left;
@@ -109,6 +131,7 @@ class Parser {
       NodePtr right;
       TH_ASSIGN(right, parseNot());
       TH_CHECK(expect(right, true, rightAt, "'and'"));
+      if (!operatorsLeft()) return tooMany(rightAt);
       left = make(Node::kAnd, left, right);
     }
     return left;
@@ -118,6 +141,9 @@ class Parser {
     skipSpace();
     if (s_.compare(pos_, 2, "!=") != 0 && (accept("not") || accept("!"))) {
       size_t at = (skipSpace(), pos_);
+      Nest nest(&depth_);
+      if (depth_ > kMaxNesting) return tooDeep(at);
+      if (!operatorsLeft()) return tooMany(at);
       NodePtr inner;
       TH_ASSIGN(inner, parseNot());
       TH_CHECK(expect(inner, true, at, "'not'"));
@@ -162,6 +188,7 @@ class Parser {
       NodePtr right;
       TH_ASSIGN(right, parseProduct());
       TH_CHECK(expect(right, false, rightAt, "arithmetic"));
+      if (!operatorsLeft()) return tooMany(rightAt);
       left = make(k, left, right);
     }
     return left;
@@ -181,6 +208,7 @@ class Parser {
       NodePtr right;
       TH_ASSIGN(right, parseUnary());
       TH_CHECK(expect(right, false, rightAt, "arithmetic"));
+      if (!operatorsLeft()) return tooMany(rightAt);
       left = make(k, left, right);
     }
     return left;
@@ -189,6 +217,9 @@ class Parser {
   Result<NodePtr> parseUnary() {
     if (accept("-")) {
       size_t at = (skipSpace(), pos_);
+      Nest nest(&depth_);
+      if (depth_ > kMaxNesting) return tooDeep(at);
+      if (!operatorsLeft()) return tooMany(at);
       NodePtr inner;
       TH_ASSIGN(inner, parseUnary());
       TH_CHECK(expect(inner, false, at, "'-'"));
@@ -203,6 +234,8 @@ class Parser {
 
   const std::string& s_;
   size_t pos_ = 0;
+  int depth_ = 0;
+  size_t operators_ = 0;
 };
 
 Result<NodePtr> Parser::parseNumber() {

@@ -17,14 +17,19 @@ Status DecisionTable::add(schedule::Collective c, uint64_t minBytes, uint64_t ma
   if (ci < 0 || ci >= kCollectives) return invalidArgument("decision table: bad collective %d", ci);
   if (minBytes > maxBytes) return invalidArgument("decision table: empty size range [%llu, %llu]",
                                                   (unsigned long long)minBytes, (unsigned long long)maxBytes);
+  // The ranges are kept sorted and disjoint, so only the neighbours of the insertion point
+  // can overlap: O(log n) per range added in order (how tables are built), not O(n log n).
   auto& v = ranges_[ci];
-  for (const Range& r : v)
-    if (minBytes <= r.maxBytes && r.minBytes <= maxBytes)
-      return invalidArgument("decision table: %s range [%llu, %llu] overlaps [%llu, %llu]",
-                             schedule::collectiveName(c), (unsigned long long)minBytes, (unsigned long long)maxBytes,
-                             (unsigned long long)r.minBytes, (unsigned long long)r.maxBytes);
-  v.push_back(Range{minBytes, maxBytes, std::move(d)});
-  std::sort(v.begin(), v.end(), [](const Range& a, const Range& b) { return a.minBytes < b.minBytes; });
+  auto at = std::upper_bound(v.begin(), v.end(), minBytes,
+                             [](uint64_t m, const Range& r) { return m < r.minBytes; });
+  const Range* clash = nullptr;
+  if (at != v.end() && at->minBytes <= maxBytes) clash = &*at;
+  if (at != v.begin() && std::prev(at)->maxBytes >= minBytes) clash = &*std::prev(at);
+  if (clash != nullptr)
+    return invalidArgument("decision table: %s range [%llu, %llu] overlaps [%llu, %llu]",
+                           schedule::collectiveName(c), (unsigned long long)minBytes, (unsigned long long)maxBytes,
+                           (unsigned long long)clash->minBytes, (unsigned long long)clash->maxBytes);
+  v.insert(at, Range{minBytes, maxBytes, std::move(d)});
   return Status::ok();
 }
 

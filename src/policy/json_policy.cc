@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "common/log.h"
 #include "policy/decision_check.h"
@@ -141,53 +142,82 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
 
 }  // namespace
 
+// The first rule (in order) that applies at each size, by a sweep over the cut
+// points of the rules' ranges: a rule enters the active set at its minBytes and
+// leaves after its maxBytes, and a piece takes the lowest-numbered active rule
+// that has a usable schedule. What a rule decides does not depend on the size
+// (except "default", the static choice of the piece's size class), so it is
+// worked out once per collective. O(rules log rules) per collective; scanning
+// every rule for every piece was quadratic (32,000 rules took seconds).
 Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCosts* costs) {
   const int n = in.nranks, nodes = in.nnodes();
   const AlgoFilter& filter = AlgoFilter::fromEnv();
   OrderMemo memo;
   memo.costs = costs;
   DecisionTable table;
+  const uint64_t small = smallMessageBytes();
   for (schedule::Collective c : kCollectives) {
     const uint32_t bit = 1u << static_cast<unsigned>(c);
+    // A rule's decision for this collective: the first usable name of its list, or none.
+    struct Candidate {
+      bool usable = false;
+      bool isDefault = false;  // the static choice, resolved per piece
+      Decision decision;
+    };
+    std::vector<Candidate> cand(rules_.size());
+    std::vector<std::pair<uint64_t, long>> events;  // (cut, +1 + index: enters; -(1 + index): leaves)
     std::vector<uint64_t> cuts = {0};
-    const uint64_t small = smallMessageBytes();
     if (small < UINT64_MAX) cuts.push_back(small + 1);
-    for (const Rule& r : rules_) {
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      const Rule& r = rules_[i];
       if (!(r.collectives & bit)) continue;
       cuts.push_back(r.minBytes);
       if (r.maxBytes < UINT64_MAX) cuts.push_back(r.maxBytes + 1);
+      if (n < r.minRanks || n > r.maxRanks || nodes < r.minNodes || nodes > r.maxNodes || (r.when && !r.active))
+        continue;
+      schedule::ScheduleParams params;
+      if (!resolveParams(r.use, in, settings_, memo, &params)) continue;
+      Candidate& k = cand[i];
+      for (const std::string& name : r.use.schedules) {
+        if (name == "default") {
+          k.isDefault = true;
+        } else {
+          if (!scheduleServes(name, c, n) || !filter.allows(c, name) || !paramsUsable(name, c, n, params)) continue;
+          k.decision.schedule = name;
+          k.decision.params = params;
+        }
+        k.decision.sliceBytes = r.use.sliceBytes;
+        k.decision.why = r.label();
+        k.usable = true;
+        break;
+      }
+      if (!k.usable) continue;
+      events.emplace_back(r.minBytes, static_cast<long>(i) + 1);
+      if (r.maxBytes < UINT64_MAX) events.emplace_back(r.maxBytes + 1, -(static_cast<long>(i) + 1));
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::set<size_t> active;
+    size_t next = 0;
     std::vector<DecisionTable::Range> pieces;
     for (size_t i = 0; i < cuts.size(); ++i) {
       const uint64_t lo = cuts[i], hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : UINT64_MAX;
-      Decision d;
-      bool found = false;
-      for (const Rule& r : rules_) {
-        if (!(r.collectives & bit) || lo < r.minBytes || lo > r.maxBytes || n < r.minRanks || n > r.maxRanks ||
-            nodes < r.minNodes || nodes > r.maxNodes || (r.when && !r.active))
-          continue;
-        schedule::ScheduleParams params;
-        if (!resolveParams(r.use, in, settings_, memo, &params)) continue;
-        for (const std::string& name : r.use.schedules) {
-          if (name == "default") {
-            Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
-            d.schedule = choice.schedule;
-            d.params = choice.params;
-          } else {
-            if (!scheduleServes(name, c, n) || !filter.allows(c, name) || !paramsUsable(name, c, n, params)) continue;
-            d.schedule = name;
-            d.params = params;
-          }
-          d.sliceBytes = r.use.sliceBytes;
-          d.why = r.label();
-          found = true;
-          break;
-        }
-        if (found) break;
+      for (; next < events.size() && events[next].first <= lo; ++next) {
+        const long e = events[next].second;
+        if (e > 0) active.insert(static_cast<size_t>(e - 1));
+        else active.erase(static_cast<size_t>(-e - 1));
       }
-      if (!found) {
+      Decision d;
+      if (!active.empty()) {
+        const Candidate& k = cand[*active.begin()];
+        d = k.decision;
+        if (k.isDefault) {
+          Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
+          d.schedule = choice.schedule;
+          d.params = choice.params;
+        }
+      } else {
         Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
         d.schedule = choice.schedule;
         d.params = choice.params;

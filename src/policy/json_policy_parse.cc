@@ -411,8 +411,15 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
   return checkUseServes(context, listed, r);
 }
 
+// Bounds on what a policy may be, so the leader never spends the bootstrap's timeout (or
+// its memory) on one: parsing is linear, about 10 us per rule.
+constexpr size_t kMaxPolicyBytes = size_t(16) << 20;
+constexpr size_t kMaxRules = 100000;
+
 // Cold path: the JSON library's exceptions end here.
 Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& text) {
+  if (text.size() > kMaxPolicyBytes)
+    return fail("", "%zu bytes; a policy may have at most %zu MiB", text.size(), kMaxPolicyBytes >> 20);
   Json j;
   try {
     j = Json::parse(text);
@@ -440,6 +447,8 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& tex
   if (!j.contains("rules")) return fail("field 'rules'", "missing");
   if (!j["rules"].is_array()) return fail("field 'rules'", "expected an array of rules");
   const Json& rules = j["rules"];
+  if (rules.size() > kMaxRules)
+    return fail("field 'rules'", "%zu rules; a policy may have at most %zu", rules.size(), kMaxRules);
   for (size_t i = 0; i < rules.size(); ++i) {
     Rule r;
     TH_CHECK(parseRule(rules[i], static_cast<int>(i), p->settings_, &r));
@@ -456,8 +465,13 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicy::parse(const std::string& text, c
 }
 
 Result<std::unique_ptr<JsonPolicy>> JsonPolicy::loadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return errnoStatus(errno, "policy file %s: cannot open it", path.c_str());
+  const auto size = static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0));
+  if (size > kMaxPolicyBytes)
+    return invalidArgument("%s: %zu bytes; a policy may have at most %zu MiB", path.c_str(), size,
+                           kMaxPolicyBytes >> 20);
+  in.seekg(0);
   std::stringstream text;
   text << in.rdbuf();
   size_t slash = path.rfind('/');

@@ -123,5 +123,27 @@ TEST_F(Conditions, ErrorsSayWhereAndWhat) {
   EXPECT_NE(error("1 = 2").find("at character 3"), std::string::npos);
 }
 
+// Generated or hostile conditions are bounded (issue 14): 5,000 parentheses, 'not's or '-'s, or
+// 5,000 operators in a row, are errors, not a stack overflow in the parser, evaluation or the
+// tree's destruction. 64 levels and 4,096 operators still parse.
+TEST_F(Conditions, NestingAndSizeAreBounded) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  EXPECT_NE(error(repeat("(", 5000) + "nranks > 1" + repeat(")", 5000)).find("nests more than 64 levels"),
+            std::string::npos);
+  EXPECT_NE(error(repeat("not ", 5000) + "nranks > 1").find("nests more than 64 levels"), std::string::npos);
+  EXPECT_NE(error(repeat("- ", 5000) + "1 > 0").find("nests more than 64 levels"), std::string::npos);
+  std::string chain = "nranks > 0";
+  for (int i = 0; i < 5000; ++i) chain += " and nranks > 0";
+  EXPECT_NE(error(chain).find("more than 4096 operators"), std::string::npos);
+  EXPECT_EQ(eval(repeat("(", 63) + "nranks > 1" + repeat(")", 63)), true);
+  std::string ok = "nranks > 0";
+  for (int i = 0; i < 4000; ++i) ok += " and nranks > 0";
+  EXPECT_EQ(eval(ok), true);
+}
+
 }  // namespace
 }  // namespace theseus::policy

@@ -55,6 +55,12 @@ TEST_F(PolicyErrors, DocumentLevel) {
              "field 'settings': unknown field 'dwell'");
   EXPECT_HAS(errorOf(R"json({"version":1,"settings":{"slow_link_ratio":2},"rules":[]})json"),
              "field 'settings.slow_link_ratio': expected a number in 0.01..0.99");
+  // Bounded documents (issue 14): at most 100,000 rules and 16 MiB.
+  std::string many = R"json({"version":1,"rules":[)json";
+  for (int i = 0; i <= 100000; ++i) many += std::string(i ? "," : "") + R"json({"use":"default"})json";
+  EXPECT_HAS(errorOf(many + "]}"), "field 'rules': 100001 rules; a policy may have at most 100000");
+  EXPECT_HAS(errorOf(R"json({"version":1,"description":")json" + std::string(17 << 20, 'x') + R"json(","rules":[]})json"),
+             "a policy may have at most 16 MiB");
   auto missing = JsonPolicy::loadFile(dir_ + "/absent.json");
   ASSERT_FALSE(missing.isOk());
   EXPECT_HAS(missing.status().message(), dir_ + "/absent.json: cannot open it");
