@@ -33,18 +33,19 @@ Result<std::vector<std::pair<std::string, double>>> ExternalAttributes::parse(co
   try {
     j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    return invalidArgument("%s: not valid JSON: %s", where.c_str(), e.what());
+    return invalidArgument("%s: not valid JSON: %s", where.c_str(), log::printable(e.what()).c_str());
   }
   if (!j.is_object()) return invalidArgument("%s: the top level must be an object", where.c_str());
   for (const auto& [key, value] : j.items()) {
     if (key != "version" && key != "attributes" && key != "comment")
       return invalidArgument("%s: unknown field '%s' (expected \"version\", \"attributes\", \"comment\")",
-                             where.c_str(), key.c_str());
+                             where.c_str(), log::printable(key, 64).c_str());
   }
   auto version = j.find("version");
   if (version == j.end()) return invalidArgument("%s: field 'version' is missing (expected 1)", where.c_str());
   if (!version->is_number_integer() || version->get<int64_t>() != 1)
-    return invalidArgument("%s: field 'version' must be 1 (got %s)", where.c_str(), version->dump().c_str());
+    return invalidArgument("%s: field 'version' must be 1 (got %s)", where.c_str(),
+                           log::printable(version->dump(), 64).c_str());
   auto attrs = j.find("attributes");
   if (attrs == j.end()) return invalidArgument("%s: field 'attributes' is missing", where.c_str());
   if (!attrs->is_object())
@@ -53,7 +54,9 @@ Result<std::vector<std::pair<std::string, double>>> ExternalAttributes::parse(co
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [name, value] : attrs->items()) {
     Status st = checkName(name);
-    if (!st.isOk()) return invalidArgument("%s: attributes.%s: %s", where.c_str(), name.c_str(), st.message().c_str());
+    if (!st.isOk())
+      return invalidArgument("%s: attributes.%s: %s", where.c_str(), log::printable(name, 64).c_str(),
+                             log::printable(st.message()).c_str());
     double v;
     if (value.is_boolean()) {
       v = value.get<bool>() ? 1.0 : 0.0;

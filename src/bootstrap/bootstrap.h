@@ -95,7 +95,8 @@ class Bootstrap {
   // Called on the control thread when a peer's control link breaks without BYE
   // (on the leader) or when the leader reports a failed rank (elsewhere).
   virtual void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback) = 0;
-  // Ranks known to have failed so far.
+  // Ranks known to have failed so far, in the order this rank learnt of them: the leader's
+  // order of detection as it relayed them, so the first is the same on every rank.
   virtual std::vector<int> failedRanks() const = 0;
   // Ranks that left cleanly (destroyed their communicator, or exited) so far.
   virtual std::vector<int> departedRanks() const { return {}; }

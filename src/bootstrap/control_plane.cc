@@ -221,7 +221,7 @@ void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)
 
 std::vector<int> TcpBootstrap::failedRanks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::vector<int>(failed_.begin(), failed_.end());
+  return failedOrder_;
 }
 
 std::vector<int> TcpBootstrap::departedRanks() const {

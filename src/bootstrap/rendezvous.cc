@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <set>
 
+#include "bootstrap/job_identity.h"
 #include "bootstrap/bootstrap_settings.h"
 #include "bootstrap/root.h"
 #include "bootstrap/tcp_bootstrap.h"
@@ -65,7 +66,8 @@ Result<wire::Table> joinRoot(TcpBootstrap& b, const ncclUniqueId* ids, int nIds,
   j.nranks = nranks;
   j.nRoots = nIds;
   j.rootIndex = rootIndex;
-  j.idsHash = hashIds(ids, nIds);
+  // The job's fingerprint joins the ids' hash: a rank of another job is refused by the root.
+  j.idsHash = hashIds(ids, nIds) ^ jobFingerprint();
   j.root0Id.assign(ids[0].internal, sizeof(ids[0].internal));
   j.peer = b.selfInfo(rank);
 

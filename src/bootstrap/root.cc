@@ -213,15 +213,25 @@ void RootService::onJoin(int fd, const wire::RootJoin& j) {
     early.swap(earlyForwards_);
     for (auto& [efd, payload] : early) onForwardPayload(efd, payload);
   }
-  char why[256] = "";
+  char why[512] = "";
   if (j.nranks != nranks_ || j.nRoots != nRoots_ || j.rootIndex != rootIndex_ || j.idsHash != idsHash_)
     snprintf(why, sizeof(why), "rank %d joined with nranks %d / %d unique id(s) / root %d, but the first rank "
-             "used nranks %d / %d / root %d (or different ids)", j.rank, j.nranks, j.nRoots, j.rootIndex, nranks_,
-             nRoots_, rootIndex_);
+             "used nranks %d / %d / root %d (or different ids, or it belongs to another job: THESEUS_JOB_ID, "
+             "TORCHELASTIC_RUN_ID, SLURM_JOB_ID/SLURM_STEP_ID, OMPI_MCA_ess_base_jobid and PMIX_NAMESPACE must "
+             "be equal on all ranks)", j.rank, j.nranks, j.nRoots, j.rootIndex, nranks_, nRoots_, rootIndex_);
   else if (rootOfRank(j.rank, nranks_, nRoots_) != rootIndex_)
     snprintf(why, sizeof(why), "rank %d does not belong to root %d", j.rank, rootIndex_);
-  else if (members_.count(j.rank))
-    snprintf(why, sizeof(why), "rank %d of %d has already joined (two processes use the same rank)", j.rank, nranks_);
+  else if (members_.count(j.rank)) {
+    // Two processes claim one rank: two jobs share this rendezvous (the same NCCL_COMM_ID, say) or a
+    // launcher gave one rank twice. Either way the communicator could mix them: nobody may succeed.
+    const PeerInfo& first = members_[j.rank].peer;
+    std::string both = "two processes joined as rank " + std::to_string(j.rank) + " of " + std::to_string(nranks_) +
+                       " (" + first.hostname + " pid " + std::to_string(first.pid) + ", then " + j.peer.hostname +
+                       " pid " + std::to_string(j.peer.pid) + "): another job uses the same unique id or NCCL_COMM_ID "
+                       "address, or two processes were given the same rank";
+    reject(fd, both);
+    return finishFailure(both);
+  }
   if (why[0]) return reject(fd, why);
   TH_TRACE(log::kBootstrap, "Bootstrap root: rank %d of %d joined from %s", j.rank, nranks_,
            j.peer.listenAddress.c_str());

@@ -387,24 +387,34 @@ bool retryable(int err) {
 
 }  // namespace
 
+// `what` may already name the address ("the bootstrap root at a:p"); it is said once. A wait that
+// ends between retries keeps the last refusal in the message (why nobody answered).
 Result<int> connectTo(const SockAddr& to, const Wait& wait, const std::string& what,
                       const std::function<Status()>& stillWanted) {
   const int64_t maxRetries = std::max<int64_t>(kRetryCount.get(), 0);
   const int64_t sleepMs = std::max<int64_t>(kRetrySleepMs.get(), 1);
+  const std::string addr = to.toString();
+  const std::string target = what.find(addr) == std::string::npos ? what + " at " + addr : what;
+  int lastErr = 0;
+  auto ended = [&] {
+    Status s = waitEnded(wait, "a connection to " + target);
+    if (lastErr == 0) return s;
+    return Status(s.code(), s.message() + " (last attempt: " + strerror(lastErr) + ")");
+  };
   for (int64_t attempt = 0;; ++attempt) {
-    if (wait.over()) return waitEnded(wait, "a connection to " + what + " at " + to.toString());
+    if (wait.over()) return ended();
     int fd = -1;
     int err = connectOnce(to, wait, &fd);
     if (err == 0) return fd;
     if (!retryable(err) || attempt >= maxRetries) {
-      return remoteError("cannot connect to %s at %s after %lld attempt(s): %s", what.c_str(), to.toString().c_str(),
+      return remoteError("cannot connect to %s after %lld attempt(s): %s", target.c_str(),
                          static_cast<long long>(attempt + 1), strerror(err));
     }
+    if (err != ETIMEDOUT && err != EINTR) lastErr = err;
     if (stillWanted) TH_CHECK(stillWanted());
-    TH_TRACE(log::kBootstrap, "connect to %s at %s: %s, retry %lld", what.c_str(), to.toString().c_str(),
-             strerror(err), static_cast<long long>(attempt + 1));
-    if (!sleepWithin(wait, std::min<int64_t>((attempt + 1) * sleepMs, 1000)))
-      return waitEnded(wait, "a connection to " + what + " at " + to.toString());
+    TH_TRACE(log::kBootstrap, "connect to %s: %s, retry %lld", target.c_str(), strerror(err),
+             static_cast<long long>(attempt + 1));
+    if (!sleepWithin(wait, std::min<int64_t>((attempt + 1) * sleepMs, 1000))) return ended();
   }
 }
 

@@ -294,6 +294,7 @@ void TcpBootstrap::markFailed(int rank, const std::string& why, bool tellOthers)
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.count(rank) || departed_.count(rank)) return;
     failed_.insert(rank);
+    failedOrder_.push_back(rank);
     callback = failureCallback_;
     cv_.notify_all();
   }

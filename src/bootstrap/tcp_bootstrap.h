@@ -162,6 +162,7 @@ class TcpBootstrap final : public Bootstrap {
   std::map<ParkKey, std::deque<std::pair<int, wire::Hello>>> parked_;
   size_t parkedCount_ = 0;
   std::set<int> failed_;
+  std::vector<int> failedOrder_;  // failed_ in the order this rank learnt of them (the leader's, relayed)
   std::set<int> departed_;
   std::map<uint32_t, Handler> handlers_;
   std::map<uint32_t, std::deque<std::pair<int, std::string>>> queued_;  // messages waiting for a handler

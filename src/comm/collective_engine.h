@@ -43,7 +43,9 @@ class CollectiveEngine {
   // Just before the group's plans run (THESEUS_EMULATE's straggler delay; abortable).
   virtual Status beforeRun() = 0;
   // After a failed group: messages may be half-exchanged, the communicator cannot continue.
-  virtual void noteFailure(const Status& s) = 0;
+  // Returns the error as the caller should see it: when peers died, led by the first rank
+  // that failed (the same on every survivor), so nobody blames a neighbour that failed after it.
+  virtual Status noteFailure(const Status& s) = 0;
   // Fails when the communicator cannot make progress (aborted, revoked, a peer failed).
   virtual Status health() const = 0;
 

@@ -1,7 +1,10 @@
 #include "comm/engine.h"
 
+#include "common/deadline.h"
+
 #include <algorithm>
 #include <map>
+#include <chrono>
 #include <thread>
 
 #include "comm/communicator.h"
@@ -184,10 +187,40 @@ Status Engine::health() const {
   return Status::ok();
 }
 
-void Engine::noteFailure(const Status& s) {
-  if (s.isOk()) return;
-  comm_.setAsyncError(s.code(), s.message());
-  failureReports_.report(s);
+// Peers that died are known to every survivor in the order the leader learnt of them
+// (bootstrap failedRanks), so the first of them is everybody's root cause; a transport
+// error names only the peer this rank talked to, which may have failed because of it.
+// The notice may lag the broken connection by a few milliseconds: wait up to 300 ms.
+Status Engine::withRootCause(const Status& s) const {
+  bootstrap::Bootstrap* boot = comm_.bootstrap();
+  if (boot == nullptr || comm_.abortFlag().isSet() || comm_.nranks() < 2) return s;
+  if (s.code() != ncclRemoteError && s.code() != ncclSystemError && s.code() != ncclTimeout) return s;
+  if (s.message().find(" failed first") != std::string::npos) return s;  // a peer's report already says it
+  std::vector<int> failed = boot->failedRanks();
+  for (Deadline d = Deadline::afterMs(300); failed.empty() && !d.expired(); failed = boot->failedRanks())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (failed.empty()) return s;
+  const auto& peers = boot->peers();
+  const int first = failed.front();
+  std::string cause = "rank " + std::to_string(first);
+  if (first >= 0 && first < static_cast<int>(peers.size()))
+    cause += " (" + peers[static_cast<size_t>(first)].hostname + " pid " +
+             std::to_string(peers[static_cast<size_t>(first)].pid) + ")";
+  cause += " failed first";
+  if (failed.size() > 1) {
+    cause += " (then rank";
+    for (size_t i = 1; i < failed.size(); ++i) cause += (i > 1 ? ", " : " ") + std::to_string(failed[i]);
+    cause += ")";
+  }
+  return Status(s.code(), cause + "; here: " + s.message());
+}
+
+Status Engine::noteFailure(const Status& s) {
+  if (s.isOk()) return s;
+  Status why = withRootCause(s);
+  comm_.setAsyncError(why.code(), why.message());
+  failureReports_.report(why);
+  return why;
 }
 
 Status Engine::beforeRun() {

@@ -51,8 +51,9 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
 
   Status lower(const std::vector<OpDesc>& ops, exec::Lane* lane) override;
   Status beforeRun() override;
-  void noteFailure(const Status& s) override;
+  Status noteFailure(const Status& s) override;
   Status health() const override;
+  Status withRootCause(const Status& s) const;
 
   Status createPreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                          ncclScalarResidence_t residence) override {

@@ -97,7 +97,12 @@ Status executeOps(std::vector<CommOps>& work) {
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
-    for (auto& w : work) w.comm->engine()->noteFailure(s);
+    Status first;
+    for (size_t i = 0; i < work.size(); ++i) {
+      Status why = work[i].comm->engine()->noteFailure(s);
+      if (i == 0) first = why;
+    }
+    return first;
   }
   return s;
 }

@@ -167,4 +167,20 @@ void setLastError(const std::string& text) {
 
 const char* lastError() { return gLastError; }
 
+std::string printable(std::string_view text, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace theseus::log

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace theseus::log {
 
@@ -56,6 +57,10 @@ const char* lastError();
 
 // Parses a NCCL_DEBUG_SUBSYS value into a mask (exposed for tests).
 uint64_t parseSubsysMask(const char* text);
+
+// Text from outside (a file's bytes, a parser's excerpt of them) made safe for a log line: control
+// and non-ASCII bytes as \xNN, at most `max` bytes of it ("..." after).
+std::string printable(std::string_view text, size_t max = 200);
 
 }  // namespace theseus::log
 

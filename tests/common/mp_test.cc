@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,12 +87,17 @@ SpawnResult runRanks(const char* fnName, int nranks, const SpawnOptions& options
     for (int r = 0; r < nranks; ++r) ranks.push_back(r);
 
   std::string exe = selfExe();
+  static std::atomic<int> jobs{0};
+  const int jobCounter = jobs.fetch_add(1);
   std::vector<pid_t> pids;
   auto start = std::chrono::steady_clock::now();
   for (int rank : ranks) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     for (auto& [k, v] : options.env) env.push_back(k + "=" + v);
+    // Every runRanks call is one job (bootstrap/job_identity.h), as a launcher would make it.
+    if (!options.env.count("THESEUS_JOB_ID") && getenv("THESEUS_JOB_ID") == nullptr)
+      env.push_back("THESEUS_JOB_ID=test-" + std::to_string(getpid()) + "-" + std::to_string(jobCounter));
     env.push_back(std::string("THESEUS_TEST_RANK_FN=") + fnName);
     env.push_back("THESEUS_TEST_RANK=" + std::to_string(rank));
     env.push_back("THESEUS_TEST_NRANKS=" + std::to_string(nranks));

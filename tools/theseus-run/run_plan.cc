@@ -123,6 +123,10 @@ std::vector<std::string> rankEnvironment(const Options& o, const Plan& plan, int
     ours["OMPI_COMM_WORLD_LOCAL_SIZE"] = std::to_string(rp.localSize);
   }
   for (const auto& [k, v] : ours) vars[k] = v;
+  // One identity per launch, so a rank of another job cannot join this one's rendezvous
+  // (bootstrap/job_identity.h); a THESEUS_JOB_ID the user set is kept.
+  if (!vars.count("THESEUS_JOB_ID"))
+    vars["THESEUS_JOB_ID"] = "theseus-run-" + std::to_string(getpid()) + "-" + std::to_string(plan.ncclPort);
   for (const auto& [k, v] : o.env) vars[k] = v;  // -x wins (e.g. -x NCCL_COMM_ID=...)
   std::vector<std::string> env;
   for (const auto& [k, v] : vars) env.push_back(k + "=" + v);

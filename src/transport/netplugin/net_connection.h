@@ -48,6 +48,7 @@
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
 #include "transport/netplugin/net_api.h"
+#include "transport/socket/socket_io.h"
 #include "transport/transport.h"
 
 namespace theseus::transport::netplugin {
@@ -126,6 +127,35 @@ class NetPump {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// What both directions of a connection share: the plugin, the parameters, the
+// registered slot ring and the sticky error (set under mu_, flagged for the pump).
+class NetEndpoint {
+ protected:
+  NetEndpoint(const NetApi& api, const NetParams& p, RingMemory ring, ConnectionCounters* counters, NetPump* pump)
+      : api_(api), p_(p), ring_(std::move(ring)), counters_(counters), pump_(pump) {}
+  // A slot: the 16-byte header, then up to slotBytes of payload.
+  size_t stride() const { return p_.slotBytes + sizeof(wire::NetMessageHeader); }
+  size_t ringBytes() const { return static_cast<size_t>(p_.slots) * stride(); }
+  char* slotAt(uint64_t n) { return ring_.get() + (n % p_.slots) * stride(); }
+  // Under mu_: keeps the first error, WARNs it once.
+  void fail(Status s);
+  // "NCCL net plugin 'X': <call> to|from rank P channel C failed with R (name)".
+  Status pluginError(const char* call, const char* direction, ncclResult_t r) const;
+
+  const NetApi& api_;
+  NetParams p_;
+  RingMemory ring_;
+  ConnectionCounters* counters_;
+  NetPump* pump_;
+  std::mutex mu_;
+  Status error_;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> failed_{false};
+};
+
+// The slot ring of a connection with these parameters.
+Result<RingMemory> allocNetRing(const NetParams& params);
 
 struct NetSendHandle {
   std::unique_ptr<SendConnection> connection;

@@ -11,11 +11,11 @@
 namespace theseus::transport::netplugin {
 namespace {
 
-class NetRecvConnection final : public RecvConnection, public NetPumpClient {
+class NetRecvConnection final : public RecvConnection, public NetPumpClient, private NetEndpoint {
  public:
   NetRecvConnection(const NetApi& api, const NetParams& p, RingMemory ring, void* listenComm,
                     ConnectionCounters* counters, NetPump* pump)
-      : api_(api), p_(p), ring_(std::move(ring)), listen_(listenComm), counters_(counters), pump_(pump) {
+      : NetEndpoint(api, p, std::move(ring), counters, pump), listen_(listenComm) {
     pump_->add(this);
   }
   ~NetRecvConnection() override {
@@ -85,20 +85,6 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
   bool settingUp() const override { return !connected_.load(std::memory_order_acquire) && !failed_.load(); }
 
  private:
-  size_t stride() const { return p_.slotBytes + sizeof(wire::NetMessageHeader); }
-  char* slotAt(uint64_t n) { return ring_.get() + (n % p_.slots) * stride(); }
-
-  void fail(Status s) {
-    if (!error_.isOk()) return;
-    error_ = std::move(s);
-    failed_.store(true, std::memory_order_release);
-    TH_WARN("%s", error_.message().c_str());
-  }
-  Status pluginError(const char* call, ncclResult_t r) {
-    return remoteError("NCCL net plugin '%s': %s from rank %d channel %d failed with %d (%s)", api_.name().c_str(),
-                       call, p_.peer, p_.channel, static_cast<int>(r), resultName(r));
-  }
-
   // Under mu_: the message at next_ (complete) as msg_, after checking its header.
   bool parse() {
     size_t got = sizes_[next_ % p_.slots];
@@ -130,7 +116,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
       void* request = nullptr;
       ncclResult_t r = api_.irecv(comm_, slotAt(posted_), stride(), 0, mhandle_, &request);
       if (r != ncclSuccess) {
-        postError_ = pluginError("irecv", r);
+        postError_ = pluginError("irecv", "from", r);
         break;
       }
       if (request == nullptr) break;
@@ -143,7 +129,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
       int finished = 0;
       size_t size = 0;
       ncclResult_t r = api_.test(requests_[arrived_ % p_.slots], &finished, &size);
-      if (r != ncclSuccess) return fail(pluginError("test (receive)", r));
+      if (r != ncclSuccess) return fail(pluginError("test (receive)", "from", r));
       if (!finished) break;
       sizes_[arrived_ % p_.slots] = size;
       ++arrived_;
@@ -153,15 +139,15 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
   bool accept() {
     ncclResult_t r = api_.accept(listen_, &comm_);
     if (r != ncclSuccess) {
-      fail(pluginError("accept", r));
+      fail(pluginError("accept", "from", r));
       return false;
     }
     if (comm_ == nullptr) return false;  // the peer has not connected yet (it may come much later)
     api_.closeListen(listen_);
     listen_ = nullptr;
-    r = api_.regMr(comm_, ring_.get(), static_cast<size_t>(p_.slots) * stride(), NCCL_PTR_HOST, &mhandle_);
+    r = api_.regMr(comm_, ring_.get(), ringBytes(), NCCL_PTR_HOST, &mhandle_);
     if (r != ncclSuccess) {
-      fail(pluginError("regMr", r));
+      fail(pluginError("regMr", "from", r));
       return false;
     }
     connected_.store(true, std::memory_order_release);
@@ -170,20 +156,11 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient {
     return true;
   }
 
-  const NetApi& api_;
-  NetParams p_;
-  RingMemory ring_;
   void* listen_;
-  ConnectionCounters* counters_;
-  NetPump* pump_;
 
-  std::mutex mu_;
   void* comm_ = nullptr;
   void* mhandle_ = nullptr;
-  Status error_;
   Status postError_;
-  std::atomic<bool> connected_{false};
-  std::atomic<bool> failed_{false};
   std::atomic<bool> waiting_{false};
   uint64_t next_ = 0;     // the message tryPeek returns next
   uint64_t arrived_ = 0;  // messages complete
@@ -215,8 +192,7 @@ Status handOff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& api
 
 Result<NetRecvHandle> makeNetRecv(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& params,
                                   const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump) {
-  TH_ASSIGN(RingMemory ring, allocRing(static_cast<size_t>(params.slots) *
-                                       (params.slotBytes + sizeof(wire::NetMessageHeader))));
+  TH_ASSIGN(RingMemory ring, allocNetRing(params));
   unsigned char handle[128] = {};
   void* listenComm = nullptr;
   ncclResult_t r = api.listen(params.device, handle, &listenComm);

@@ -53,12 +53,11 @@ void claimHandoff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& 
   w->status = s.isOk() ? checkHandoff(w->handoff, p, api) : s;
 }
 
-class NetSendConnection final : public SendConnection, public NetPumpClient {
+class NetSendConnection final : public SendConnection, public NetPumpClient, private NetEndpoint {
  public:
   NetSendConnection(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& p, RingMemory ring,
                     const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump)
-      : api_(api), p_(p), ring_(std::move(ring)), abort_(abort), counters_(counters), pump_(pump),
-        wait_(std::make_shared<HandoffWait>()) {
+      : NetEndpoint(api, p, std::move(ring), counters, pump), abort_(abort), wait_(std::make_shared<HandoffWait>()) {
     std::shared_ptr<HandoffWait> w = wait_;
     NetPump* pumpPtr = pump_;
     helper_ = std::thread([&boot, p, &api, abort, w, pumpPtr] {
@@ -153,19 +152,6 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
   }
 
  private:
-  char* slotAt(uint64_t n) { return ring_.get() + (n % p_.slots) * (p_.slotBytes + sizeof(wire::NetMessageHeader)); }
-
-  void fail(Status s) {
-    if (!error_.isOk()) return;
-    error_ = std::move(s);
-    failed_.store(true, std::memory_order_release);
-    TH_WARN("%s", error_.message().c_str());
-  }
-  Status pluginError(const char* call, ncclResult_t r) {
-    return remoteError("NCCL net plugin '%s': %s to rank %d channel %d failed with %d (%s)", api_.name().c_str(), call,
-                       p_.peer, p_.channel, static_cast<int>(r), resultName(r));
-  }
-
   // Under mu_: set-up steps, then posts and completions, as far as the plugin goes now.
   void drive() {
     if (!error_.isOk()) return;
@@ -175,7 +161,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
       void* request = nullptr;
       uint64_t n = posted_;
       ncclResult_t r = api_.isend(comm_, slotAt(n), sizes_[n % p_.slots], 0, mhandle_, &request);
-      if (r != ncclSuccess) return fail(pluginError("isend", r));
+      if (r != ncclSuccess) return fail(pluginError("isend", "to", r));
       if (request == nullptr) break;  // the plugin asks to retry later
       requests_[n % p_.slots] = request;
       ++posted_;
@@ -184,7 +170,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
     while (done < posted_) {
       int finished = 0;
       ncclResult_t r = api_.test(requests_[done % p_.slots], &finished, nullptr);
-      if (r != ncclSuccess) return fail(pluginError("test (send)", r));
+      if (r != ncclSuccess) return fail(pluginError("test (send)", "to", r));
       if (!finished) break;
       ++done;
     }
@@ -203,7 +189,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
     }
     ncclResult_t r = api_.connect(p_.device, wait_->handoff.handle, &comm_);
     if (r != ncclSuccess) {
-      fail(pluginError("connect", r));
+      fail(pluginError("connect", "to", r));
       return false;
     }
     if (comm_ == nullptr) {
@@ -216,10 +202,9 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
       }
       return false;
     }
-    size_t bytes = static_cast<size_t>(p_.slots) * (p_.slotBytes + sizeof(wire::NetMessageHeader));
-    r = api_.regMr(comm_, ring_.get(), bytes, NCCL_PTR_HOST, &mhandle_);
+    r = api_.regMr(comm_, ring_.get(), ringBytes(), NCCL_PTR_HOST, &mhandle_);
     if (r != ncclSuccess) {
-      fail(pluginError("regMr", r));
+      fail(pluginError("regMr", "to", r));
       return false;
     }
     connected_.store(true, std::memory_order_release);
@@ -246,23 +231,14 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
               p_.channel, static_cast<unsigned long long>(committed_.load() - completed_.load()));
   }
 
-  const NetApi& api_;
-  NetParams p_;
-  RingMemory ring_;
   const AbortFlag* abort_;
-  ConnectionCounters* counters_;
-  NetPump* pump_;
   std::shared_ptr<HandoffWait> wait_;
   std::thread helper_;
 
-  std::mutex mu_;
   void* comm_ = nullptr;
   void* mhandle_ = nullptr;
   bool connecting_ = false;
   Deadline connectDeadline_;
-  std::atomic<bool> connected_{false};
-  std::atomic<bool> failed_{false};
-  Status error_;
   bool acquired_ = false;
   std::atomic<uint64_t> committed_{0};  // written under mu_; read by wantsPump()
   uint64_t posted_ = 0;
@@ -276,8 +252,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient {
 
 Result<NetSendHandle> makeNetSend(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& params,
                                   const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump) {
-  TH_ASSIGN(RingMemory ring, allocRing(static_cast<size_t>(params.slots) *
-                                       (params.slotBytes + sizeof(wire::NetMessageHeader))));
+  TH_ASSIGN(RingMemory ring, allocNetRing(params));
   auto* c = new NetSendConnection(api, boot, params, std::move(ring), abort, counters, pump);
   return NetSendHandle{std::unique_ptr<SendConnection>(c), c};
 }

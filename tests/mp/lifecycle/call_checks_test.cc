@@ -2,15 +2,18 @@
 // not fit in bytes fail at once with ncclInvalidArgument, ranks that call a
 // collective inconsistently (count, datatype, root) all get an error instead of
 // a wrong result, and settings that must agree between ranks are checked at init.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "lifecycle_util.h"
 #include "mp_test.h"
 
 using theseus::test::runRanks;
@@ -215,6 +218,95 @@ TEST(CallChecks, SettingsThatCannotWorkAreWarnedAbout) {
     auto r = runRanks("warns_about_setting", 2, o);
     EXPECT_TRUE(r.allOk()) << c[0] << "=" << c[1] << ": " << r.describe();
     (void)!system(("rm -f " + log + ".*").c_str());
+  }
+}
+
+// kill -9 of one rank while everyone runs collectives: every survivor fails, and every one of
+// them names the rank that died first (issue 14, item 8) - not a neighbour that failed after it.
+// args[0]: the rank to kill.
+THESEUS_RANK_FN(one_rank_killed) {
+  const int victim = std::stoi(ctx.args.at(0));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> buf(1 << 18, 1.0f);
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 200000 && r == ncclSuccess; ++i) {
+    if (ctx.rank == victim && i == 20) raise(SIGKILL);
+    r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  }
+  RANK_CHECK(r != ncclSuccess);
+  const std::string why = ncclGetLastError(comm);
+  // The first root cause named is the victim's: "rank <victim> (<host> pid <pid>) failed first".
+  const size_t cause = why.find(" failed first");
+  const size_t named = why.find("rank " + std::to_string(victim) + " (");
+  if (cause == std::string::npos || named == std::string::npos || named > cause ||
+      why.substr(named, cause - named).find("rank ", 1) != std::string::npos) {
+    fprintf(stderr, "rank %d blames: %s\n", ctx.rank, why.c_str());
+    return 1;
+  }
+  ncclCommAbort(comm);
+  return 0;
+}
+
+TEST(Blame, SurvivorsNameTheRankThatDiedFirst) {
+  for (const char* transport : {"auto", "socket"}) {
+    for (int trial = -1; trial < 3; ++trial) {  // victims 0 (the leader) .. 3
+      SpawnOptions o;
+      o.env["THESEUS_TRANSPORT"] = transport;
+      o.args = {std::to_string(1 + trial)};
+      auto r = runRanks("one_rank_killed", 4, o);
+      ASSERT_EQ(r.exitCodes.size(), 4u) << r.describe();
+      for (size_t i = 0; i < r.exitCodes.size(); ++i) {
+        const int expected = r.ranks[i] == 1 + trial ? 128 + SIGKILL : 0;
+        EXPECT_EQ(r.exitCodes[i], expected) << transport << ", rank " << r.ranks[i] << ": " << r.describe();
+      }
+    }
+  }
+}
+
+// Two jobs started with the same NCCL_COMM_ID (issue 14, item 6): no rank may succeed in a
+// communicator that mixes them. args[0]: the job's tag; each rank's allreduce must give 2 x tag.
+THESEUS_RANK_FN(job_with_shared_comm_id) {
+  const float tag = std::stof(ctx.args.at(0));
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank) != ncclSuccess) {
+    fprintf(stderr, "init failed: %s\n", ncclGetLastError(nullptr));
+    return 3;  // refused: fine
+  }
+  std::vector<float> buf(256, tag);
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  if (r == ncclSuccess)
+    for (float v : buf)
+      if (v != 2 * tag) {
+        fprintf(stderr, "a mixed communicator: %g\n", v);
+        return 1;
+      }
+  ncclCommAbort(comm);
+  return r == ncclSuccess ? 0 : 3;
+}
+
+TEST(CallChecks, TwoJobsWithOneCommIdNeverMix) {
+  for (int trial = 0; trial < 4; ++trial) {
+    const std::string commId = "127.0.0.1:" + std::to_string(lifecycle_test::freeLoopbackPort());
+    theseus::test::SpawnResult a, b;
+    auto job = [&](const char* tag, theseus::test::SpawnResult* out) {
+      SpawnOptions o;
+      o.createUniqueId = false;
+      o.env["NCCL_COMM_ID"] = commId;
+      o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "2000";
+      o.args = {tag};
+      o.timeoutSec = 60;
+      *out = runRanks("job_with_shared_comm_id", 2, o);
+    };
+    std::thread ta(job, "1", &a), tb(job, "100", &b);
+    ta.join();
+    tb.join();
+    for (const auto* r : {&a, &b}) {
+      EXPECT_FALSE(r->timedOut) << r->describe();
+      for (int code : r->exitCodes) EXPECT_TRUE(code == 0 || code == 3) << "trial " << trial << ": " << r->describe();
+    }
   }
 }
 

@@ -17,19 +17,6 @@ using namespace lifecycle_test;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
-namespace lifecycle_test {
-int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-}  // namespace lifecycle_test
 
 // init -> queries -> finalize -> destroy.
 THESEUS_RANK_FN(init_basic) {

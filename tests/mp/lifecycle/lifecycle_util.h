@@ -1,6 +1,11 @@
 // Helpers for the lifecycle API tests.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -51,6 +56,17 @@ inline ncclConfig_t nonBlockingConfig() {
 }
 
 // A free TCP port on 127.0.0.1 (for NCCL_COMM_ID).
-int freeLoopbackPort();
+// A loopback TCP port that was free a moment ago.
+inline int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
 
 }  // namespace lifecycle_test

@@ -108,6 +108,13 @@ TEST_F(AttrsFile, MalformedFileKeepsPreviousValuesAndSaysWhy) {
     auto again = ext.poll(s);
     EXPECT_TRUE(again.isOk() && !again.value());
   }
+  // Garbage bytes are not echoed raw into the WARN line (issue 14, item 11).
+  write(std::string("\x01\x02\xff\x1b[31m") + std::string(5000, 'z'));
+  auto garbage = ext.poll(s);
+  ASSERT_FALSE(garbage.isOk());
+  const std::string g = garbage.status().message();
+  for (unsigned char c : g) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw byte " << int(c) << " in: " << g;
+  EXPECT_LT(g.size(), 1000u) << g;
   write(R"json({"version":1,"attributes":{"node.h.healthy":0},"comment":"fixed"})json");
   auto r = ext.poll(s);
   ASSERT_TRUE(r.isOk() && r.value());

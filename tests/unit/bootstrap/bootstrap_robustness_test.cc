@@ -1,6 +1,9 @@
 // Bad peers: garbage, wrong magic, oversized lengths, duplicate or inconsistent
 // joins, ranks that never come or die during init, aborts. Nothing crashes or
 // hangs, errors name the culprit, and legitimate ranks still succeed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <random>
@@ -98,18 +101,45 @@ TEST(BootstrapRobustness, RootSurvivesGarbageAndLegitimateRanksSucceed) {
 TEST(BootstrapRobustness, RootRejectsDuplicateAndInconsistentJoins) {
   ncclUniqueId id;
   ASSERT_TRUE(createUniqueId(&id).isOk());
+  // Two processes claiming one rank (two jobs sharing a rendezvous): nobody may succeed, so both
+  // get the error and the rendezvous ends (issue 14, item 6).
   int first = fakeJoin(id, 1, 3);
   int dup = fakeJoin(id, 1, 3);
-  auto r = wire::recvFrame(dup, 4096, kWait, "root");
-  ASSERT_TRUE(r.isOk()) << r.status().message();
-  EXPECT_EQ(r.value().type, wire::kError);
-  EXPECT_NE(r.value().payload.find("rank 1 of 3 has already joined"), std::string::npos) << r.value().payload;
+  for (int fd : {dup, first}) {
+    auto r = wire::recvFrame(fd, 4096, kWait, "root");
+    ASSERT_TRUE(r.isOk()) << r.status().message();
+    EXPECT_EQ(r.value().type, wire::kError);
+    EXPECT_NE(r.value().payload.find("two processes joined as rank 1 of 3"), std::string::npos) << r.value().payload;
+  }
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  int other = fakeJoin(id, 1, 3);
   int mismatch = fakeJoin(id, 0, 5);
   auto r2 = wire::recvFrame(mismatch, 4096, kWait, "root");
   ASSERT_TRUE(r2.isOk());
   EXPECT_EQ(r2.value().type, wire::kError);
   EXPECT_NE(r2.value().payload.find("nranks 5"), std::string::npos) << r2.value().payload;
-  for (int fd : {first, dup, mismatch}) ::close(fd);
+  for (int fd : {first, dup, other, mismatch}) ::close(fd);
+}
+
+// A connect that times out while the peer refuses: the address once, and the refusal kept (issue 14,
+// item 11: it was printed twice and ECONNREFUSED was dropped when the timeout cut the retries short).
+TEST(BootstrapRobustness, ConnectTimeoutsSayTheAddressOnceAndWhy) {
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(probe);  // nobody listens there now
+  const std::string addr = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto to = SockAddr::parse(addr);
+  ASSERT_TRUE(to.isOk());
+  auto fd = connectTo(to.value(), Wait::forMs(400), "the bootstrap root at " + addr, nullptr);
+  ASSERT_FALSE(fd.isOk());
+  const std::string m = fd.status().message();
+  EXPECT_EQ(m.find(addr), m.rfind(addr)) << m;
+  EXPECT_NE(m.find("Connection refused"), std::string::npos) << m;
 }
 
 TEST(BootstrapRobustness, MissingRankIsNamedWithinTheTimeout) {

@@ -1,0 +1,23 @@
+// NetEndpoint (net_connection.h): what both directions of a net-plugin connection share.
+#include "common/log.h"
+#include "transport/netplugin/net_connection.h"
+
+namespace theseus::transport::netplugin {
+
+void NetEndpoint::fail(Status s) {
+  if (!error_.isOk()) return;
+  error_ = std::move(s);
+  failed_.store(true, std::memory_order_release);
+  TH_WARN("%s", error_.message().c_str());
+}
+
+Status NetEndpoint::pluginError(const char* call, const char* direction, ncclResult_t r) const {
+  return remoteError("NCCL net plugin '%s': %s %s rank %d channel %d failed with %d (%s)", api_.name().c_str(), call,
+                     direction, p_.peer, p_.channel, static_cast<int>(r), resultName(r));
+}
+
+Result<RingMemory> allocNetRing(const NetParams& params) {
+  return allocRing(static_cast<size_t>(params.slots) * (params.slotBytes + sizeof(wire::NetMessageHeader)));
+}
+
+}  // namespace theseus::transport::netplugin
