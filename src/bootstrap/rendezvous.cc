@@ -66,8 +66,10 @@ Result<wire::Table> joinRoot(TcpBootstrap& b, const ncclUniqueId* ids, int nIds,
   j.nranks = nranks;
   j.nRoots = nIds;
   j.rootIndex = rootIndex;
-  // The job's fingerprint joins the ids' hash: a rank of another job is refused by the root.
-  j.idsHash = hashIds(ids, nIds) ^ jobFingerprint();
+  // An id made from NCCL_COMM_ID is the same for every job that names that address, so the
+  // job's fingerprint joins its hash: a rank of another job is refused by the root. A random id
+  // is shared only on purpose (by ncclCommGrow's joiners too, launched however they are).
+  j.idsHash = hashIds(ids, nIds) ^ (root.fromEnv() ? jobFingerprint() : 0);
   j.root0Id.assign(ids[0].internal, sizeof(ids[0].internal));
   j.peer = b.selfInfo(rank);
 

@@ -142,6 +142,8 @@ class NetEndpoint {
   void fail(Status s);
   // "NCCL net plugin 'X': <call> to|from rank P channel C failed with R (name)".
   Status pluginError(const char* call, const char* direction, ncclResult_t r) const;
+  // Under mu_, once the plugin made `comm`: registers the ring with it and marks the connection up.
+  bool registerRing(void* comm, void** mhandle, const char* direction);
 
   const NetApi& api_;
   NetParams p_;

@@ -145,15 +145,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
     if (comm_ == nullptr) return false;  // the peer has not connected yet (it may come much later)
     api_.closeListen(listen_);
     listen_ = nullptr;
-    r = api_.regMr(comm_, ring_.get(), ringBytes(), NCCL_PTR_HOST, &mhandle_);
-    if (r != ncclSuccess) {
-      fail(pluginError("regMr", "from", r));
-      return false;
-    }
-    connected_.store(true, std::memory_order_release);
-    TH_INFO(log::kNet, "rank %d <- rank %d channel %d: connected through NCCL net plugin '%s' (device %d)", p_.rank,
-            p_.peer, p_.channel, api_.name().c_str(), p_.device);
-    return true;
+    return registerRing(comm_, &mhandle_, "from");
   }
 
   void* listen_;

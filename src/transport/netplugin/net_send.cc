@@ -202,15 +202,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       }
       return false;
     }
-    r = api_.regMr(comm_, ring_.get(), ringBytes(), NCCL_PTR_HOST, &mhandle_);
-    if (r != ncclSuccess) {
-      fail(pluginError("regMr", "to", r));
-      return false;
-    }
-    connected_.store(true, std::memory_order_release);
-    TH_INFO(log::kNet, "rank %d -> rank %d channel %d: connected through NCCL net plugin '%s' (device %d)", p_.rank,
-            p_.peer, p_.channel, api_.name().c_str(), p_.device);
-    return true;
+    return registerRing(comm_, &mhandle_, "to");
   }
 
   // Sends what is committed before the comm closes (a collective completes once its
