@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-asan test-tsan test-torch bench bench-net gpu-check docs-check clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check clean
 
 all: build
 
@@ -28,7 +28,11 @@ run: build
 	scripts/demo.sh $(BUILD)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|bench' $(CTEST_FLAGS)
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|bench|faults' $(CTEST_FLAGS)
+
+# Fault tests that race processes against each other (two jobs on one NCCL_COMM_ID, ...): not in `make test`.
+test-faults: build
+	cd $(BUILD) && ctest --output-on-failure -L faults $(CTEST_FLAGS)
 
 # Sanitizer runs: OpenMPI's own leaks and lock-order reports are suppressed (tests/sanitizers/),
 # and the harness test that LD_PRELOADs a corruption interposer needs ASan's link-order check off.
