@@ -168,6 +168,13 @@ Status Engine::resume() {
   return Status::ok();
 }
 
+// "host pid N" for rank `r` of this communicator ("?" out of range).
+std::string Engine::whoIs(int r) const {
+  const auto& peers = comm_.bootstrap()->peers();
+  if (r < 0 || r >= static_cast<int>(peers.size())) return "?";
+  return peers[static_cast<size_t>(r)].hostname + " pid " + std::to_string(peers[static_cast<size_t>(r)].pid);
+}
+
 Status Engine::health() const {
   if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
   ncclResult_t e = comm_.asyncError();
@@ -175,12 +182,7 @@ Status Engine::health() const {
   if (comm_.bootstrap() != nullptr) {
     std::vector<int> failed = comm_.bootstrap()->failedRanks();
     if (!failed.empty()) {
-      const auto& peers = comm_.bootstrap()->peers();
-      int r = failed.front();
-      std::string who = r >= 0 && r < static_cast<int>(peers.size())
-                            ? peers[r].hostname + " pid " + std::to_string(peers[r].pid)
-                            : std::string("?");
-      return remoteError("rank %d (%s) exited or lost its connection%s", r, who.c_str(),
+      return remoteError("rank %d (%s) exited or lost its connection%s", failed.front(), whoIs(failed.front()).c_str(),
                          failed.size() > 1 ? " (and others)" : "");
     }
   }
@@ -200,13 +202,7 @@ Status Engine::withRootCause(const Status& s) const {
   for (Deadline d = Deadline::afterMs(300); failed.empty() && !d.expired(); failed = boot->failedRanks())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (failed.empty()) return s;
-  const auto& peers = boot->peers();
-  const int first = failed.front();
-  std::string cause = "rank " + std::to_string(first);
-  if (first >= 0 && first < static_cast<int>(peers.size()))
-    cause += " (" + peers[static_cast<size_t>(first)].hostname + " pid " +
-             std::to_string(peers[static_cast<size_t>(first)].pid) + ")";
-  cause += " failed first";
+  std::string cause = "rank " + std::to_string(failed.front()) + " (" + whoIs(failed.front()) + ") failed first";
   if (failed.size() > 1) {
     cause += " (then rank";
     for (size_t i = 1; i < failed.size(); ++i) cause += (i > 1 ? ", " : " ") + std::to_string(failed[i]);

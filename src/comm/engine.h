@@ -54,6 +54,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   Status noteFailure(const Status& s) override;
   Status health() const override;
   Status withRootCause(const Status& s) const;
+  std::string whoIs(int rank) const;
 
   Status createPreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                          ncclScalarResidence_t residence) override {

@@ -70,7 +70,6 @@ Result<std::unique_ptr<Topology>> Topology::fromData(const TheseusTopoData& d, c
                            d.ngpus, d.nnics, d.nnuma);
   std::unique_ptr<Topology> t(new Topology());
   t->source_ = source;
-  t->numaCount_ = d.nnuma;
   for (int i = 0; i < d.nnuma; ++i) {
     std::vector<int> cpus;
     for (int w = 0; w < THESEUS_TOPO_CPU_WORDS; ++w)
@@ -161,7 +160,7 @@ std::vector<int> Topology::numaCpus(int numa) const {
 }
 
 std::string Topology::describe() const {
-  return std::to_string(numaCount_) + " NUMA node(s), " + std::to_string(gpus_.size()) + " GPU(s), " +
+  return std::to_string(numaCount()) + " NUMA node(s), " + std::to_string(gpus_.size()) + " GPU(s), " +
          std::to_string(nics_.size()) + " NIC(s) (" + source_ + ")";
 }
 

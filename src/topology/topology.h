@@ -66,7 +66,7 @@ class Topology {
   int nicFor(size_t gpu) const;
   // OS indexes of the CPUs of NUMA node `numa` (empty when unknown).
   std::vector<int> numaCpus(int numa) const;
-  int numaCount() const { return numaCount_; }
+  int numaCount() const { return static_cast<int>(numa_.size()); }
   // "2 NUMA nodes, 8 GPUs, 4 NICs (file)".
   std::string describe() const;
 
@@ -77,7 +77,6 @@ class Topology {
   std::vector<std::vector<Path>> path_;  // [gpu][nic]
   std::vector<std::pair<int, std::vector<int>>> numa_;  // OS index, CPUs
   std::string source_;
-  int numaCount_ = 0;
 };
 
 }  // namespace theseus::topology
