@@ -186,11 +186,14 @@ TEST(BootstrapComm, AbandonIsAFailureCloseIsAGoodbye) {
   m.comms[2]->abandon();  // like a crash: peers see a failure
   for (int r : {0, 1})
     ASSERT_TRUE(eventually([&] { return m.comms[r]->failedRanks() == std::vector<int>{2}; })) << "observer " << r;
-  {
+  // A rank lists the failure before it runs its callback: wait for the callbacks too.
+  auto seen = [&] {
     std::lock_guard<std::mutex> lock(mu);
-    std::set<std::pair<int, int>> seen(callbacks.begin(), callbacks.end());
-    EXPECT_EQ(seen, (std::set<std::pair<int, int>>{{0, 2}, {1, 2}})) << "no callback for the clean leave";
-  }
+    return std::set<std::pair<int, int>>(callbacks.begin(), callbacks.end());
+  };
+  const std::set<std::pair<int, int>> expected{{0, 2}, {1, 2}};
+  EXPECT_TRUE(eventually([&] { return seen() == expected; }));
+  EXPECT_EQ(seen(), expected) << "no callback for the clean leave";
   // Collectives that need the departed or failed ranks fail at once, naming them.
   std::vector<Status> st(2);
   auto t0 = Clock::now();

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "boot_test_util.h"
 #include "bootstrap/host_identity.h"
@@ -22,7 +24,8 @@ using testing::makeRanks;
 using testing::rawConnect;
 using testing::ScopedEnv;
 
-const Wait kWait = Wait::forMs(5000);
+// A fresh 5 s wait at each use (a global Wait would expire 5 s after the program started).
+Wait fiveSeconds() { return Wait::forMs(5000); }
 
 std::string randomBytes(size_t n) {
   std::mt19937 gen(1234);
@@ -31,7 +34,7 @@ std::string randomBytes(size_t n) {
   return s;
 }
 
-void sendRaw(int fd, const std::string& bytes) { ASSERT_TRUE(sendAll(fd, bytes.data(), bytes.size(), kWait, "x").isOk()); }
+void sendRaw(int fd, const std::string& bytes) { ASSERT_TRUE(sendAll(fd, bytes.data(), bytes.size(), fiveSeconds(), "x").isOk()); }
 
 std::string rawFrame(uint32_t type, uint32_t length, const std::string& payload = "") {
   std::string s(12, '\0');
@@ -59,8 +62,8 @@ int fakeJoin(const ncclUniqueId& id, int rank, int nranks) {
   j.idsHash = hashIds(&id, 1);
   j.root0Id.assign(id.internal, sizeof(id.internal));
   j.peer = PeerInfo{rank, getpid(), 0, hostIdentity().hash, "fake", "127.0.0.1:1"};
-  EXPECT_TRUE(wire::sendHello(fd, rootHello(id, rank), kWait, "root").isOk());
-  EXPECT_TRUE(wire::sendFrame(fd, wire::kJoin, wire::encodeRootJoin(j), kWait, "root").isOk());
+  EXPECT_TRUE(wire::sendHello(fd, rootHello(id, rank), fiveSeconds(), "root").isOk());
+  EXPECT_TRUE(wire::sendFrame(fd, wire::kJoin, wire::encodeRootJoin(j), fiveSeconds(), "root").isOk());
   return fd;
 }
 
@@ -74,19 +77,19 @@ TEST(BootstrapRobustness, RootSurvivesGarbageAndLegitimateRanksSucceed) {
   fds.push_back(rawConnect(root));
   wire::Hello wrong = rootHello(id, 0);
   wrong.magic ^= 1;
-  ASSERT_TRUE(wire::sendHello(fds.back(), wrong, kWait, "root").isOk());  // another id's magic
+  ASSERT_TRUE(wire::sendHello(fds.back(), wrong, fiveSeconds(), "root").isOk());  // another id's magic
   fds.push_back(rawConnect(root));
-  ASSERT_TRUE(wire::sendHello(fds.back(), rootHello(id, 0), kWait, "root").isOk());
+  ASSERT_TRUE(wire::sendHello(fds.back(), rootHello(id, 0), fiveSeconds(), "root").isOk());
   sendRaw(fds.back(), rawFrame(wire::kJoin, 0xfffffff0u));  // absurd length
   fds.push_back(rawConnect(root));  // says nothing at all
   fds.push_back(rawConnect(root));
   wire::Hello oddKind = rootHello(id, 0);
   oddKind.kind = 99;
-  ASSERT_TRUE(wire::sendHello(fds.back(), oddKind, kWait, "root").isOk());
+  ASSERT_TRUE(wire::sendHello(fds.back(), oddKind, fiveSeconds(), "root").isOk());
   int malformed = rawConnect(root);
-  ASSERT_TRUE(wire::sendHello(malformed, rootHello(id, 0), kWait, "root").isOk());
-  ASSERT_TRUE(wire::sendFrame(malformed, wire::kJoin, "not a join", kWait, "root").isOk());
-  auto reply = wire::recvFrame(malformed, 4096, kWait, "root");
+  ASSERT_TRUE(wire::sendHello(malformed, rootHello(id, 0), fiveSeconds(), "root").isOk());
+  ASSERT_TRUE(wire::sendFrame(malformed, wire::kJoin, "not a join", fiveSeconds(), "root").isOk());
+  auto reply = wire::recvFrame(malformed, 4096, fiveSeconds(), "root");
   ASSERT_TRUE(reply.isOk()) << reply.status().message();
   EXPECT_EQ(reply.value().type, wire::kError);
   EXPECT_NE(reply.value().payload.find("malformed join"), std::string::npos) << reply.value().payload;
@@ -106,7 +109,7 @@ TEST(BootstrapRobustness, RootRejectsDuplicateAndInconsistentJoins) {
   int first = fakeJoin(id, 1, 3);
   int dup = fakeJoin(id, 1, 3);
   for (int fd : {dup, first}) {
-    auto r = wire::recvFrame(fd, 4096, kWait, "root");
+    auto r = wire::recvFrame(fd, 4096, fiveSeconds(), "root");
     ASSERT_TRUE(r.isOk()) << r.status().message();
     EXPECT_EQ(r.value().type, wire::kError);
     EXPECT_NE(r.value().payload.find("two processes joined as rank 1 of 3"), std::string::npos) << r.value().payload;
@@ -114,7 +117,7 @@ TEST(BootstrapRobustness, RootRejectsDuplicateAndInconsistentJoins) {
   ASSERT_TRUE(createUniqueId(&id).isOk());
   int other = fakeJoin(id, 1, 3);
   int mismatch = fakeJoin(id, 0, 5);
-  auto r2 = wire::recvFrame(mismatch, 4096, kWait, "root");
+  auto r2 = wire::recvFrame(mismatch, 4096, fiveSeconds(), "root");
   ASSERT_TRUE(r2.isOk());
   EXPECT_EQ(r2.value().type, wire::kError);
   EXPECT_NE(r2.value().payload.find("nranks 5"), std::string::npos) << r2.value().payload;
@@ -164,7 +167,7 @@ TEST(BootstrapRobustness, ARankThatDiesAfterJoiningTheRootIsFoundByTheLeader) {
   // and never makes its control link.
   std::thread dead([&] {
     int fd = fakeJoin(id, 2, 3);
-    auto table = wire::recvFrame(fd, 1 << 20, kWait, "root");
+    auto table = wire::recvFrame(fd, 1 << 20, fiveSeconds(), "root");
     EXPECT_TRUE(table.isOk());
     ::close(fd);
   });
@@ -228,7 +231,7 @@ TEST(BootstrapRobustness, ListenerDropsForeignConnectionsAndTheCommKeepsWorking)
     h.commHash = hash;
     h.fromRank = from;
     fds.push_back(rawConnect(addr));
-    EXPECT_TRUE(wire::sendHello(fds.back(), h, kWait, "rank 1").isOk());
+    EXPECT_TRUE(wire::sendHello(fds.back(), h, fiveSeconds(), "rank 1").isOk());
   };
   const uint64_t hash = m.comms[0]->commHash();
   const auto data = static_cast<uint32_t>(wire::ConnKind::kData);
@@ -248,7 +251,7 @@ TEST(BootstrapRobustness, ListenerDropsForeignConnectionsAndTheCommKeepsWorking)
     auto fd = m.comms[1]->acceptFrom(0, 3, Deadline::afterMs(3000));
     ASSERT_TRUE(fd.isOk()) << fd.status().message();
     char c = 0;
-    EXPECT_TRUE(recvAll(fd.value(), &c, 1, kWait, "rank 0").isOk());
+    EXPECT_TRUE(recvAll(fd.value(), &c, 1, fiveSeconds(), "rank 0").isOk());
     EXPECT_EQ(c, 'z');
     ::close(fd.value());
   });
@@ -256,7 +259,7 @@ TEST(BootstrapRobustness, ListenerDropsForeignConnectionsAndTheCommKeepsWorking)
   EXPECT_TRUE(m.comms[0]->allGather("a", &all).isOk());
   auto fd = m.comms[0]->connectTo(1, 3, Deadline::afterMs(3000));
   ASSERT_TRUE(fd.isOk());
-  EXPECT_TRUE(sendAll(fd.value(), "z", 1, kWait, "rank 1").isOk());
+  EXPECT_TRUE(sendAll(fd.value(), "z", 1, fiveSeconds(), "rank 1").isOk());
   t.join();
   ::close(fd.value());
   // A foreign hello for tag 3 did not get handed out as the data connection.
@@ -271,15 +274,14 @@ void impersonateAndSend(const std::string& badBytes, const char* expectInReason)
   ncclUniqueId id;
   ASSERT_TRUE(createUniqueId(&id).isOk());
   std::unique_ptr<Bootstrap> leader;
-  std::thread t([&] {
+  std::jthread t([&] {  // joined on every return, a failed assertion's too
     auto b = createFromUniqueIds(&id, 1, 0, 2, {});
     ASSERT_TRUE(b.isOk()) << b.status().message();
     leader = b.take();
   });
   int rootFd = fakeJoin(id, 1, 2);
-  auto table = wire::recvFrame(rootFd, 1 << 20, kWait, "root");
+  auto table = wire::recvFrame(rootFd, 1 << 20, fiveSeconds(), "root");
   ::close(rootFd);
-  if (!table.isOk() || table.value().type != wire::kTable) t.join();
   ASSERT_TRUE(table.isOk()) << table.status().message();
   ASSERT_EQ(table.value().type, wire::kTable) << table.value().payload;
   wire::Table tb;
@@ -290,21 +292,27 @@ void impersonateAndSend(const std::string& badBytes, const char* expectInReason)
   h.kind = static_cast<uint32_t>(wire::ConnKind::kControl);
   h.commHash = hash;
   h.fromRank = 1;
-  ASSERT_TRUE(wire::sendHello(link, h, kWait, "leader").isOk());
+  ASSERT_TRUE(wire::sendHello(link, h, fiveSeconds(), "leader").isOk());
   wire::LinkJoin j{1, 2, hash, tb.peers[1]};
-  ASSERT_TRUE(wire::sendFrame(link, wire::kJoin, wire::encodeLinkJoin(j), kWait, "leader").isOk());
-  auto welcome = wire::recvFrame(link, 1 << 20, kWait, "leader");
+  ASSERT_TRUE(wire::sendFrame(link, wire::kJoin, wire::encodeLinkJoin(j), fiveSeconds(), "leader").isOk());
+  auto welcome = wire::recvFrame(link, 1 << 20, fiveSeconds(), "leader");
   ASSERT_TRUE(welcome.isOk() && welcome.value().type == wire::kTable);
   t.join();
   ASSERT_TRUE(leader);
-  std::string reason;
+  std::mutex mu;
+  std::string reason;  // written by the bootstrap's thread
   leader->setPeerFailureCallback([&](int rank, const Status& why) {
     EXPECT_EQ(rank, 1);
+    std::lock_guard<std::mutex> lock(mu);
     reason = why.message();
   });
+  auto reasonNow = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return reason;
+  };
   sendRaw(link, badBytes);
   ASSERT_TRUE(eventually([&] { return leader->failedRanks() == std::vector<int>{1}; }));
-  EXPECT_TRUE(eventually([&] { return reason.find(expectInReason) != std::string::npos; })) << reason;
+  EXPECT_TRUE(eventually([&] { return reasonNow().find(expectInReason) != std::string::npos; })) << reasonNow();
   std::vector<std::string> all;
   Status s = leader->allGather("x", &all);
   EXPECT_EQ(s.code(), ncclRemoteError);
