@@ -312,6 +312,7 @@ Result<T> unlessAborted(Result<T> r, const InitOptions& options, const AbortFlag
 
 Result<std::unique_ptr<Bootstrap>> createFromUniqueIds(const ncclUniqueId* ids, int nIds, int rank, int nranks,
                                                        const InitOptions& options) {
+  raiseOpenFileLimit();
   return unlessAborted(fromUniqueIds(ids, nIds, rank, nranks, options), options, nullptr);
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/admission.h"
 #include "bootstrap/bootstrap_settings.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
@@ -20,7 +21,7 @@ namespace {
 
 constexpr int64_t kHelloTimeoutMs = 10000;  // a connection must introduce itself within this
 constexpr int64_t kReplyTimeoutMs = 10000;  // sending a reply to one rank
-constexpr size_t kMaxIncoming = 1024;       // connections still introducing themselves
+constexpr size_t kMaxIncoming = 256;        // connections still introducing themselves (admission.h)
 constexpr size_t kMaxForwardBytes = 256u << 20;
 
 // A connection that has not finished its hello and first frame.
@@ -30,6 +31,7 @@ struct Incoming {
   size_t helloHave = 0;
   std::optional<wire::FrameParser> parser;
   Deadline deadline = Deadline::afterMs(kHelloTimeoutMs);
+  bool heard = false;  // sent at least one byte
 };
 
 struct Member {
@@ -73,7 +75,8 @@ class RootService {
   int listenFd_;
   uint64_t magic_;
   SockAddr addr_;
-  std::vector<std::unique_ptr<Incoming>> incoming_;
+  std::vector<std::unique_ptr<Incoming>> incoming_;  // oldest first
+  Admission admission_{"Bootstrap root", kMaxIncoming};
   bool started_ = false;
   bool done_ = false;
   Deadline deadline_ = Deadline::afterMs(rootTtlMs());
@@ -115,7 +118,7 @@ void RootService::run() {
 
 void RootService::pollOnce() {
   std::vector<pollfd> fds;
-  fds.push_back({listenFd_, POLLIN, 0});
+  fds.push_back({admission_.pollFd(listenFd_), POLLIN, 0});
   for (auto& c : incoming_) fds.push_back({c->fd, POLLIN, 0});
   // Snapshot who is watched: handling one event may add members.
   std::vector<std::pair<std::string, int>> watched;
@@ -123,7 +126,7 @@ void RootService::pollOnce() {
   for (auto& [root, fd] : forwardFds_) watched.emplace_back("root " + std::to_string(root), fd);
   size_t watchBase = fds.size();
   for (auto& w : watched) fds.push_back({w.second, POLLIN, 0});
-  int r = poll(fds.data(), fds.size(), static_cast<int>(deadline_.remainingMs(100)));
+  int r = poll(fds.data(), fds.size(), static_cast<int>(admission_.pollTimeoutMs(deadline_.remainingMs(100))));
   if (r < 0) return;
   // A joined rank never sends anything until it gets the table: readable means it died or misbehaves.
   for (size_t i = 0; i < watched.size() && !done_; ++i)
@@ -131,21 +134,12 @@ void RootService::pollOnce() {
   const size_t polledIncoming = incoming_.size();
   for (size_t i = 0; i < polledIncoming && !done_; ++i)
     if (fds[1 + i].revents || incoming_[i]->deadline.expired()) readIncoming(*incoming_[i]);
-  if (fds[0].revents && !done_) acceptAll();
   std::erase_if(incoming_, [](const auto& c) { return c->fd < 0; });
+  if (fds[0].revents && !done_) acceptAll();
 }
 
 void RootService::acceptAll() {
-  for (int fd = acceptNonBlocking(listenFd_); fd >= 0; fd = acceptNonBlocking(listenFd_)) {
-    if (incoming_.size() >= kMaxIncoming) {
-      TH_INFO(log::kBootstrap, "Bootstrap root: too many connections still introducing themselves; dropping one");
-      ::close(fd);
-      continue;
-    }
-    auto c = std::make_unique<Incoming>();
-    c->fd = fd;
-    incoming_.push_back(std::move(c));
-  }
+  admission_.acceptBatch(listenFd_, incoming_, [](Incoming&) {});
 }
 
 void RootService::readIncoming(Incoming& c) {
@@ -160,6 +154,7 @@ void RootService::readIncoming(Incoming& c) {
     n = recv(c.fd, reinterpret_cast<char*>(&c.hello) + c.helloHave, sizeof(c.hello) - c.helloHave, MSG_DONTWAIT);
     if (n == 0) return drop("closed before its hello");
     if (n < 0) return (errno == EAGAIN || errno == EINTR) ? void() : drop("read error");
+    c.heard = true;
     c.helloHave += static_cast<size_t>(n);
     if (c.helloHave < sizeof(c.hello)) return;
     if (c.hello.magic != magic_) return drop("wrong magic (not for this unique id)");

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -423,6 +424,22 @@ int probeConnect(const SockAddr& to, int64_t timeoutMs) {
   int err = connectOnce(to, Wait::forMs(timeoutMs), &fd);
   if (fd >= 0) ::close(fd);
   return err;
+}
+
+void raiseOpenFileLimit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+    const rlim_t was = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+      TH_INFO(log::kInit, "cannot raise the open-file limit from %llu: %s", static_cast<unsigned long long>(was),
+              strerror(errno));
+    else
+      TH_INFO(log::kInit, "open-file limit raised from %llu to %llu", static_cast<unsigned long long>(was),
+              static_cast<unsigned long long>(lim.rlim_cur));
+  });
 }
 
 int acceptNonBlocking(int listenFd) {

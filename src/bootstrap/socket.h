@@ -123,6 +123,10 @@ int probeConnect(const SockAddr& to, int64_t timeoutMs);
 // Accepts one pending connection on a non-blocking listen fd (-1 when none).
 int acceptNonBlocking(int listenFd);
 
+// Raises this process's soft limit on open files to its hard limit, once, as NVIDIA's library
+// does at init: a rank holds a socket per peer and channel, and a root may face a flood.
+void raiseOpenFileLimit();
+
 Status sendAll(int fd, const void* data, size_t bytes, const Wait& wait, const std::string& what);
 // Reads exactly `bytes`; the peer closing first is a remote error.
 Status recvAll(int fd, void* data, size_t bytes, const Wait& wait, const std::string& what);

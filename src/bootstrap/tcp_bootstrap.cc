@@ -19,7 +19,6 @@ namespace theseus::bootstrap {
 namespace {
 
 constexpr int64_t kHelloTimeoutMs = 10000;  // an incoming connection must introduce itself within this
-constexpr size_t kMaxPending = 1024;        // connections still introducing themselves
 constexpr size_t kMaxParked = 4096;         // introduced connections nobody claimed yet
 constexpr size_t kMaxQueuedPerType = 4096;  // messages waiting for a handler
 constexpr int64_t kByeTimeoutMs = 500;
@@ -164,7 +163,7 @@ void TcpBootstrap::controlLoop() {
     fds.clear();
     polledLinks.clear();
     fds.push_back({wakeFd_, POLLIN, 0});
-    fds.push_back({listenFd_, POLLIN, 0});
+    fds.push_back({admission_.pollFd(listenFd_), POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->fd, POLLIN, 0});
     if (installed_.load(std::memory_order_acquire)) {
       for (auto& link : links_)
@@ -173,7 +172,7 @@ void TcpBootstrap::controlLoop() {
           polledLinks.push_back(link.get());
         }
     }
-    int r = poll(fds.data(), fds.size(), 100);
+    int r = poll(fds.data(), fds.size(), static_cast<int>(admission_.pollTimeoutMs(100)));
     if (stop_.load()) break;
     if (r < 0) continue;
     uint64_t drained;
@@ -184,24 +183,14 @@ void TcpBootstrap::controlLoop() {
       if (fds[2 + i].revents || pending_[i]->deadline.expired()) readPending(*pending_[i]);
     for (size_t i = 0; i < polledLinks.size(); ++i)
       if (fds[2 + nPending + i].revents) readLink(*polledLinks[i]);
-    if (fds[1].revents) acceptIncoming();
     std::erase_if(pending_, [](const auto& p) { return p->fd < 0; });
+    if (fds[1].revents) acceptIncoming();
     flushQueued();
   }
 }
 
 void TcpBootstrap::acceptIncoming() {
-  for (int fd = acceptNonBlocking(listenFd_); fd >= 0; fd = acceptNonBlocking(listenFd_)) {
-    if (pending_.size() >= kMaxPending) {
-      TH_INFO(log::kBootstrap, "Bootstrap: too many connections introducing themselves; dropping one");
-      ::close(fd);
-      continue;
-    }
-    auto p = std::make_unique<Pending>();
-    p->fd = fd;
-    p->deadline = Deadline::afterMs(kHelloTimeoutMs);
-    pending_.push_back(std::move(p));
-  }
+  admission_.acceptBatch(listenFd_, pending_, [](Pending& p) { p.deadline = Deadline::afterMs(kHelloTimeoutMs); });
 }
 
 void TcpBootstrap::readPending(Pending& p) {
@@ -214,6 +203,7 @@ void TcpBootstrap::readPending(Pending& p) {
   ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.have, sizeof(p.hello) - p.have, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return closeFd(&p.fd);
   if (n < 0) return;
+  p.heard = true;
   p.have += static_cast<size_t>(n);
   if (p.have < sizeof(p.hello)) return;
   int fd = p.fd;

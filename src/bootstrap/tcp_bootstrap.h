@@ -32,6 +32,7 @@
 #include <thread>
 #include <tuple>
 
+#include "bootstrap/admission.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
@@ -103,6 +104,7 @@ class TcpBootstrap final : public Bootstrap {
     wire::Hello hello{};
     size_t have = 0;
     Deadline deadline;
+    bool heard = false;  // sent at least one byte (admission.h)
   };
   // Leader: one allGather round being collected.
   struct Round {
@@ -158,7 +160,9 @@ class TcpBootstrap final : public Bootstrap {
   std::atomic<bool> stop_{false};
   std::atomic<bool> leaving_{false};  // BYE sent: later link losses are not failures
   std::atomic<bool> closed_{false};
-  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<std::unique_ptr<Pending>> pending_;  // oldest first
+  static constexpr size_t kMaxPending = 256;  // connections still introducing themselves
+  Admission admission_{"Bootstrap", kMaxPending};
   std::map<ParkKey, std::deque<std::pair<int, wire::Hello>>> parked_;
   size_t parkedCount_ = 0;
   std::set<int> failed_;

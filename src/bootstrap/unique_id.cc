@@ -82,6 +82,7 @@ int ranksOfRoot(int root, int nranks, int nRoots) {
 
 Status createUniqueId(ncclUniqueId* out, bool ignoreCommIdEnv) {
   if (out == nullptr) return invalidArgument("uniqueId is NULL");
+  raiseOpenFileLimit();
   RootId id;
   if (std::string env = ignoreCommIdEnv ? std::string() : commIdFromEnv(); !env.empty()) {
     int family;

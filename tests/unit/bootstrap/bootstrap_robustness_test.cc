@@ -3,7 +3,10 @@
 // hangs, errors name the culprit, and legitimate ranks still succeed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -318,6 +321,76 @@ void impersonateAndSend(const std::string& badBytes, const char* expectInReason)
   EXPECT_EQ(s.code(), ncclRemoteError);
   EXPECT_NE(s.message().find("rank 1 has failed"), std::string::npos) << s.message();
   ::close(link);
+}
+
+// Another process holds `n` connections to `address` that never say anything (issue 14, item 9).
+// Returns its pid once they are all open; the caller kills it.
+pid_t floodFromAnotherProcess(const std::string& address, int n) {
+  auto addr = SockAddr::parse(address).value();
+  int ready[2];
+  EXPECT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit lim;
+    getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    int opened = 0;
+    for (int i = 0; i < n; ++i) {
+      int fd = ::socket(addr.get()->sa_family, SOCK_STREAM, 0);
+      if (fd >= 0 && ::connect(fd, addr.get(), addr.length()) == 0) ++opened;
+    }
+    char c = static_cast<char>(opened >= n ? 1 : 0);
+    (void)!write(ready[1], &c, 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c = 0;
+  EXPECT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 1) << "the flooding process could not open all its connections";
+  close(ready[0]);
+  return pid;
+}
+
+TEST(BootstrapRobustness, IdleConnectionsDoNotLockRanksOutOfTheRoot) {
+  // The root runs in this process with the usual soft limit of 1,024 files (below the
+  // flood); Theseus raises it to the hard limit as NVIDIA's library does.
+  rlimit saved;
+  getrlimit(RLIMIT_NOFILE, &saved);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_max, 1024);
+  setrlimit(RLIMIT_NOFILE, &low);
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  pid_t flooder = floodFromAnotherProcess(decodeRootId(id).value().addr.toString(), 2000);
+  auto m = makeRanks(id, 4, {0, 1, 2, 3});
+  kill(flooder, SIGKILL);
+  waitpid(flooder, nullptr, 0);
+  setrlimit(RLIMIT_NOFILE, &saved);
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(m.status[r].isOk()) << "rank " << r << ": " << m.status[r].message();
+  EXPECT_LT(m.seconds, 10.0);
+}
+
+TEST(BootstrapRobustness, IdleConnectionsDoNotLockPeersOutOfARanksListener) {
+  auto m = makeComm(2);
+  pid_t flooder = floodFromAnotherProcess(m.comms[1]->peers()[1].listenAddress, 2000);
+  // Data connections to the flooded rank still get through, and the control plane works.
+  std::thread t([&] {
+    auto fd = m.comms[1]->acceptFrom(0, 5, Deadline::afterMs(10000));
+    EXPECT_TRUE(fd.isOk()) << fd.status().message();
+    if (fd.isOk()) ::close(fd.value());
+  });
+  auto fd = m.comms[0]->connectTo(1, 5, Deadline::afterMs(10000));
+  EXPECT_TRUE(fd.isOk()) << fd.status().message();
+  if (fd.isOk()) ::close(fd.value());
+  t.join();
+  std::vector<std::string> all0, all1;
+  std::thread g([&] { EXPECT_TRUE(m.comms[1]->allGather("b", &all1).isOk()); });
+  EXPECT_TRUE(m.comms[0]->allGather("a", &all0).isOk());
+  g.join();
+  kill(flooder, SIGKILL);
+  waitpid(flooder, nullptr, 0);
+  EXPECT_TRUE(m.comms[0]->failedRanks().empty());
 }
 
 TEST(BootstrapRobustness, OversizedControlMessageMarksTheSenderFailed) {
