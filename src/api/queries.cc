@@ -1,6 +1,7 @@
 // Communicator queries and the asynchronous error.
 #include "api/guard.h"
 #include "comm/communicator.h"
+#include "common/log.h"
 
 namespace comm = theseus::comm;
 
@@ -10,6 +11,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
     TH_ASSIGN(c, comm::fromHandle(comm));
     if (asyncError == nullptr) return theseus::invalidArgument("asyncError is NULL");
     *asyncError = c->asyncError();
+    // Why, for ncclGetLastError (the error may have come from another thread, or from a peer
+    // that died while this rank was idle).
+    if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) theseus::log::setLastError(c->asyncErrorMessage());
     return theseus::Status::ok();
   });
 }

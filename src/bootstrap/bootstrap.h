@@ -93,8 +93,12 @@ class Bootstrap {
   virtual Status sendToRank(int rank, MsgType type, std::string_view payload) = 0;
 
   // Called on the control thread when a peer's control link breaks without BYE
-  // (on the leader) or when the leader reports a failed rank (elsewhere).
-  virtual void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback) = 0;
+  // (on the leader) or when the leader reports a failed rank (elsewhere). One callback
+  // per listener: the epoch service and the communicator's asynchronous error each
+  // have theirs (null removes it).
+  enum class FailureListener { kEpochs, kCommunicator };
+  virtual void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback,
+                                      FailureListener listener = FailureListener::kEpochs) = 0;
   // Ranks known to have failed so far, in the order this rank learnt of them: the leader's
   // order of detection as it relayed them, so the first is the same on every rank.
   virtual std::vector<int> failedRanks() const = 0;

@@ -214,9 +214,10 @@ Status TcpBootstrap::sendToRank(int rank, MsgType type, std::string_view payload
   return sendOnLink(rank, static_cast<uint32_t>(type), payload, bootstrapTimeoutMs());
 }
 
-void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)> callback) {
-  std::lock_guard<std::mutex> lock(mu_);
-  failureCallback_ = std::move(callback);
+void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)> callback, FailureListener listener) {
+  std::lock_guard<std::mutex> lock(callbackMu_);  // none of them runs once this returns
+  if (callback) failureCallbacks_[listener] = std::move(callback);
+  else failureCallbacks_.erase(listener);
 }
 
 std::vector<int> TcpBootstrap::failedRanks() const {

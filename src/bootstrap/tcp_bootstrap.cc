@@ -279,13 +279,11 @@ void TcpBootstrap::linkDown(Link& link, const std::string& why) {
 }
 
 void TcpBootstrap::markFailed(int rank, const std::string& why, bool tellOthers) {
-  std::function<void(int, const Status&)> callback;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.count(rank) || departed_.count(rank)) return;
     failed_.insert(rank);
     failedOrder_.push_back(rank);
-    callback = failureCallback_;
     cv_.notify_all();
   }
   TH_INFO(log::kBootstrap | log::kInit, "Bootstrap comm %#llx rank %d: rank %d failed: %s",
@@ -298,7 +296,8 @@ void TcpBootstrap::markFailed(int rank, const std::string& why, bool tellOthers)
       if (r != rank && links_[r] && !links_[r]->down.load())
         (void)sendOnLink(r, wire::kPeerFailed, w.data(), kNoticeTimeoutMs);
   }
-  if (callback) callback(rank, remoteError("rank %d failed: %s", rank, why.c_str()));
+  std::lock_guard<std::mutex> lock(callbackMu_);
+  for (auto& [listener, cb] : failureCallbacks_) cb(rank, remoteError("rank %d failed: %s", rank, why.c_str()));
 }
 
 void TcpBootstrap::onFrame(Link& link, wire::Frame& f) {

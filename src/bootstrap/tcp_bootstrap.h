@@ -60,7 +60,8 @@ class TcpBootstrap final : public Bootstrap {
   void setHandler(MsgType type, Handler handler) override;
   Status sendToLeader(MsgType type, std::string_view payload) override;
   Status sendToRank(int rank, MsgType type, std::string_view payload) override;
-  void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback) override;
+  void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback,
+                              FailureListener listener = FailureListener::kEpochs) override;
   std::vector<int> failedRanks() const override;
   std::vector<int> departedRanks() const override;
   Result<int> connectTo(int peer, uint32_t tag, Deadline deadline) override;
@@ -171,7 +172,8 @@ class TcpBootstrap final : public Bootstrap {
   std::map<uint32_t, Handler> handlers_;
   std::map<uint32_t, std::deque<std::pair<int, std::string>>> queued_;  // messages waiting for a handler
   std::deque<std::tuple<uint32_t, int, std::string>> local_;           // messages to self
-  std::function<void(int, const Status&)> failureCallback_;
+  std::mutex callbackMu_;  // held while callbacks run, so removing one waits for them
+  std::map<FailureListener, std::function<void(int, const Status&)>> failureCallbacks_;
   std::map<uint64_t, Round> rounds_;                                    // leader: open allGather rounds
   std::map<uint64_t, Result<std::vector<std::string>>> results_;        // finished rounds not yet collected
 

@@ -76,6 +76,8 @@ Engine::Engine(Communicator& comm)
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
+  if (comm_.bootstrap() != nullptr)
+    comm_.bootstrap()->setPeerFailureCallback(nullptr, bootstrap::Bootstrap::FailureListener::kCommunicator);
   failureReports_.stop();
   if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
   memo_.clear();

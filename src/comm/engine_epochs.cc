@@ -26,6 +26,21 @@ Status Engine::startEpochs() {
   };
   if (o.bootstrap == nullptr) return internalError("the collective engine needs a bootstrap");
   failureReports_.start();
+  // A peer that dies is the communicator's asynchronous error at once, even while this rank
+  // is idle, as ncclCommGetAsyncError users (PyTorch's watchdog) expect; the first failure
+  // this rank learns of is the one the leader saw first.
+  o.bootstrap->setPeerFailureCallback(
+      [this](int rank, const Status& why) {
+        ncclResult_t now = comm_.asyncError();
+        if (now != ncclSuccess && now != ncclInProgress) return;  // an error is already recorded
+        std::string detail = why.message();
+        const std::string prefix = "rank " + std::to_string(rank) + " failed: ";
+        if (detail.rfind(prefix, 0) == 0) detail.erase(0, prefix.size());
+        const std::string text = "rank " + std::to_string(rank) + " (" + whoIs(rank) + ") failed first: " + detail;
+        TH_WARN("comm %p rank %d: %s", static_cast<void*>(&comm_), comm_.rank(), text.c_str());
+        comm_.setAsyncError(ncclRemoteError, text);
+      },
+      bootstrap::Bootstrap::FailureListener::kCommunicator);
   // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.
   (void)schedule::user::processRegistry();
   TH_ASSIGN(epochs_, epoch::EpochService::create(o));

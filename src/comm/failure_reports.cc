@@ -6,14 +6,12 @@
 #include "common/log.h"
 
 namespace theseus::comm {
-namespace {
-
 // Payload: "<code> <origin rank> <message>".
-std::string encode(int rank, const Status& s) {
+std::string encodeFailureReport(int rank, const Status& s) {
   return std::to_string(static_cast<int>(s.code())) + " " + std::to_string(rank) + " " + s.message();
 }
 
-bool decode(std::string_view p, int* code, int* rank, std::string* message) {
+bool decodeFailureReport(std::string_view p, int* code, int* rank, std::string* message) {
   size_t a = p.find(' ');
   size_t b = a == std::string_view::npos ? a : p.find(' ', a + 1);
   if (b == std::string_view::npos) return false;
@@ -27,8 +25,6 @@ bool decode(std::string_view p, int* code, int* rank, std::string* message) {
   *message = std::string(p.substr(b + 1));
   return true;
 }
-
-}  // namespace
 
 FailureReports::FailureReports(Communicator& comm) : comm_(comm), shared_(std::make_shared<Shared>()) {
   shared_->comm = &comm;
@@ -56,7 +52,7 @@ void FailureReports::start() {
     if (!s) return;
     int code = 0, origin = -1;
     std::string message;
-    if (!decode(payload, &code, &origin, &message) || origin < 0 || origin >= n) {
+    if (!decodeFailureReport(payload, &code, &origin, &message) || origin < 0 || origin >= n) {
       TH_INFO(log::kInit, "rank %d: dropped a malformed failure report from rank %d", me, from);
       return;
     }
@@ -78,7 +74,7 @@ void FailureReports::report(const Status& why) {
   bootstrap::Bootstrap* boot = comm_.bootstrap();
   if (why.isOk() || boot == nullptr || !started_ || comm_.abortFlag().isSet() || comm_.nranks() < 2) return;
   std::call_once(reported_, [&] {
-    const std::string payload = encode(comm_.rank(), why);
+    const std::string payload = encodeFailureReport(comm_.rank(), why);
     Status s = comm_.rank() == 0 ? Status::ok() : boot->sendToLeader(bootstrap::MsgType::kOpFailure, payload);
     if (comm_.rank() == 0)
       for (int r = 1; r < comm_.nranks(); ++r) (void)boot->sendToRank(r, bootstrap::MsgType::kOpFailure, payload);

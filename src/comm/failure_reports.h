@@ -16,6 +16,8 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "bootstrap/bootstrap.h"
 #include "common/status.h"
@@ -23,6 +25,12 @@
 namespace theseus::comm {
 
 class Communicator;
+
+// The report's payload on the control channel: "<code> <origin rank> <message>".
+std::string encodeFailureReport(int rank, const Status& why);
+// False (outputs unspecified) unless the payload has that shape with a code
+// that is an ncclResult_t failure; the rank is not range-checked here.
+bool decodeFailureReport(std::string_view payload, int* code, int* rank, std::string* message);
 
 class FailureReports {
  public:

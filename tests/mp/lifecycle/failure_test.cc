@@ -1,6 +1,7 @@
 // Failures: a rank that never arrives, ncclCommAbort of a stuck init (from
 // another thread; blocking and non-blocking), finalize/destroy misuse, and a
 // process that exits without destroying its communicator (atexit goodbye).
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -215,4 +216,37 @@ TEST(Failure, ExitWithoutDestroySaysGoodbye) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/tmp", ec))
     if (e.path().string().rfind(base + ".", 0) == 0) std::filesystem::remove(e.path(), ec);
+}
+
+// Rank 2 dies (SIGKILL) while every rank is idle: the survivors' ncclCommGetAsyncError turns
+// into ncclRemoteError without them calling anything else, naming rank 2, as a watchdog
+// (PyTorch's) polling it expects; the next collective fails at once with the same error.
+THESEUS_RANK_FN(death_while_idle) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  float x = 1;
+  RANK_NCCL(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr));
+  if (ctx.rank == 2) raise(SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t async = ncclSuccess;
+  while (secondsSince(start) < 10) {
+    RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fprintf(stderr, "[rank %d] async error after %.2f s: %s\n", ctx.rank, secondsSince(start), ncclGetLastError(comm));
+  RANK_CHECK(async == ncclRemoteError);
+  RANK_CHECK(secondsSince(start) < 5);
+  RANK_CHECK(std::string(ncclGetLastError(comm)).find("rank 2") != std::string::npos);
+  RANK_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclRemoteError);
+  RANK_NCCL(ncclCommAbort(comm));
+  return 0;
+}
+
+TEST(Failure, APeerDeathIsTheAsyncErrorWhileIdle) {
+  auto r = runRanks("death_while_idle", 3);
+  ASSERT_EQ(r.exitCodes.size(), 3u);
+  EXPECT_EQ(r.exitCodes[0], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[1], 0) << r.describe();
+  EXPECT_EQ(r.exitCodes[2], 128 + SIGKILL) << r.describe();
 }

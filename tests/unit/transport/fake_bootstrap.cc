@@ -136,7 +136,7 @@ class FakeBootstrap final : public bootstrap::Bootstrap {
   void setHandler(bootstrap::MsgType, Handler) override {}
   Status sendToLeader(bootstrap::MsgType, std::string_view) override { return internalError("not in the fake"); }
   Status sendToRank(int, bootstrap::MsgType, std::string_view) override { return internalError("not in the fake"); }
-  void setPeerFailureCallback(std::function<void(int, const Status&)>) override {}
+  void setPeerFailureCallback(std::function<void(int, const Status&)>, FailureListener) override {}
   std::vector<int> failedRanks() const override { return {}; }
 
   Result<int> connectTo(int peer, uint32_t tag, Deadline) override {
