@@ -102,6 +102,9 @@ class Bootstrap {
   // Ranks known to have failed so far, in the order this rank learnt of them: the leader's
   // order of detection as it relayed them, so the first is the same on every rank.
   virtual std::vector<int> failedRanks() const = 0;
+  // A child communicator's (split, shrink) rank in its parent; -1 elsewhere. Messages name both,
+  // since users know their processes by the parent's ranks.
+  virtual int parentRankOf(int rank) const { return -1; }
   // Ranks that left cleanly (destroyed their communicator, or exited) so far.
   virtual std::vector<int> departedRanks() const { return {}; }
 

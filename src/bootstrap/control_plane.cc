@@ -58,7 +58,7 @@ Status TcpBootstrap::allGather(const std::string& mine, std::vector<std::string>
     }
     if (closed_.load()) return invalidUsage("the communicator's bootstrap was closed during an allGather");
     if (rank_ != 0 && (failed_.count(0) || departed_.count(0)))
-      return remoteError("the leader (rank 0) %s during out-of-band allGather #%llu",
+      return remoteError("the leader (%s) %s during out-of-band allGather #%llu", rankName(0).c_str(),
                          failed_.count(0) ? "failed" : "left the communicator", static_cast<unsigned long long>(seq));
     if (wait.over()) {
       std::string what = "out-of-band allGather #" + std::to_string(seq);
@@ -69,7 +69,7 @@ Status TcpBootstrap::allGather(const std::string& mine, std::vector<std::string>
         what += " (" + describeRanks(missing) + " did not take part)";
         rounds_.erase(it);
       } else if (rank_ != 0) {
-        what += " to complete at the leader (rank 0)";
+        what += " to complete at the leader (" + rankName(0) + ")";
       }
       return waitEnded(wait, what);
     }
@@ -102,7 +102,7 @@ void TcpBootstrap::addContribution(uint64_t seq, int from, std::string bytes) {
       // A round that waits for a rank already gone can never complete.
       for (int r = 0; r < nranks_ && failure.empty(); ++r)
         if (!round.parts[r] && (failed_.count(r) || departed_.count(r)))
-          failure = "rank " + std::to_string(r) + (failed_.count(r) ? " has failed" : " has left the communicator");
+          failure = rankName(r) + (failed_.count(r) ? " has failed" : " has left the communicator");
       if (!failure.empty()) rounds_.erase(seq);
     }
   }
@@ -220,6 +220,15 @@ void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)
   else failureCallbacks_.erase(listener);
 }
 
+int TcpBootstrap::parentRankOf(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(parentRanks_.size()) ? parentRanks_[static_cast<size_t>(rank)] : -1;
+}
+
+std::string TcpBootstrap::rankName(int rank) const {
+  const int p = parentRankOf(rank);
+  return "rank " + std::to_string(rank) + (p >= 0 ? " (parent rank " + std::to_string(p) + ")" : "");
+}
+
 std::vector<int> TcpBootstrap::failedRanks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failedOrder_;
@@ -232,8 +241,8 @@ std::vector<int> TcpBootstrap::departedRanks() const {
 
 Status TcpBootstrap::checkPeerAlive(int rank, const char* role) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (failed_.count(rank)) return remoteError("%s rank %d has failed", role, rank);
-  if (departed_.count(rank)) return remoteError("%s rank %d has left the communicator", role, rank);
+  if (failed_.count(rank)) return remoteError("%s %s has failed", role, rankName(rank).c_str());
+  if (departed_.count(rank)) return remoteError("%s %s has left the communicator", role, rankName(rank).c_str());
   if (closed_.load()) return invalidUsage("the communicator's bootstrap is closed");
   return Status::ok();
 }
@@ -278,7 +287,7 @@ Result<int> TcpBootstrap::connectTo(int peer, uint32_t tag, Deadline deadline) {
   SockAddr addr;
   TH_ASSIGN(addr, SockAddr::parse(peers_[peer].listenAddress));
   Wait wait{deadline, deadline.remainingMs(), options_.abort, parentAbort_};
-  std::string who = "rank " + std::to_string(peer);
+  std::string who = rankName(peer);
   int fd;
   TH_ASSIGN(fd, bootstrap::connectTo(addr, wait, who, [&] { return checkPeerAlive(peer, "peer"); }));
   wire::Hello h;

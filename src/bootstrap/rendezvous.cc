@@ -16,6 +16,8 @@
 //    through the *parent's* listen socket (kChildJoin, tagged with the child
 //    id), where the parent's control thread parks them. Only members take
 //    part, so ranks outside the child, dead or alive, are never waited for.
+#include <poll.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <set>
@@ -154,6 +156,12 @@ Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKi
   }
   const Wait replyWait = Wait::forMs(std::max<int64_t>(wait.deadline.remainingMs(), 2000));
   if (!failure.isOk()) {
+    // Members after the one that failed may already be waiting, parked: they hear it too.
+    for (int i = 1; i < n; ++i) {
+      if ((*links)[i] >= 0) continue;
+      auto parked = parkedAt.claimParked(kind, fromRanks[i], tag, Wait::forMs(0), "a member", nullptr);
+      if (parked.isOk()) (*links)[i] = parked.value().first;
+    }
     for (int i = 1; i < n; ++i)
       if ((*links)[i] >= 0) (void)wire::sendFrame((*links)[i], wire::failureFrameType(failure), failure.message(), replyWait, "a member");
     closeAll(*links);
@@ -172,22 +180,28 @@ Result<std::vector<PeerInfo>> gatherMembers(TcpBootstrap& parkedAt, wire::ConnKi
   return peers;
 }
 
-// Member: connects to the leader, introduces itself, waits for the table.
+// Member: connects to the leader, introduces itself, waits for the table. `stillWanted` is
+// asked between connection attempts and every 100 ms of the wait for the table (a member that
+// died ends it: the leader may be waiting for that one).
 Result<std::vector<PeerInfo>> joinLeader(const std::string& leaderAddress, const wire::Hello& hello,
                                          const wire::LinkJoin& join, const Wait& wait, int* linkFd,
-                                         const std::function<Status()>& leaderAlive) {
+                                         const std::function<Status()>& stillWanted) {
   SockAddr addr;
   TH_ASSIGN(addr, SockAddr::parse(leaderAddress));
   const std::string who = "the leader (rank 0) at " + leaderAddress;
   int fd;
-  TH_ASSIGN(fd, connectTo(addr, wait, who, leaderAlive));
+  TH_ASSIGN(fd, connectTo(addr, wait, who, stillWanted));
   Status s = wire::sendHello(fd, hello, wait, who);
   if (s.isOk()) s = wire::sendFrame(fd, wire::kJoin, wire::encodeLinkJoin(join), wait, who);
   Result<wire::Frame> reply = s;
   if (s.isOk()) {
     Wait replyWait = wait;
     replyWait.deadline = Deadline::afterMs(wait.deadline.remainingMs() + kLeaderGraceMs);
-    reply = wire::recvFrame(fd, maxTableBytes(join.nranks), replyWait, who);
+    for (pollfd p{fd, POLLIN, 0}; stillWanted && s.isOk() && !replyWait.over(); p.revents = 0) {
+      if (poll(&p, 1, static_cast<int>(replyWait.deadline.remainingMs(100))) > 0) break;
+      s = stillWanted();
+    }
+    reply = s.isOk() ? wire::recvFrame(fd, maxTableBytes(join.nranks), replyWait, who) : Result<wire::Frame>(s);
   }
   wire::Table t;
   if (reply.isOk()) {
@@ -290,9 +304,16 @@ Result<std::unique_ptr<Bootstrap>> child(Bootstrap& parentBase, const std::vecto
     h.fromRank = parent->rank();
     h.tag = childId;
     wire::LinkJoin j{me, n, childHash, b->selfInfo(me)};
-    TH_ASSIGN(peers, joinLeader(parent->peers()[members[0]].listenAddress, h, j, wait, &links[0],
-                                [&] { return parent->checkPeerAlive(members[0], "the new communicator's leader, parent"); }));
+    // Any member's death ends the wait, not only the leader's: the leader may be waiting for it.
+    auto membersAlive = [&]() -> Status {
+      for (int m : members)
+        TH_CHECK(parent->checkPeerAlive(m, m == members[0] ? "the new communicator's leader, parent"
+                                                           : "a member of the new communicator, parent"));
+      return Status::ok();
+    };
+    TH_ASSIGN(peers, joinLeader(parent->peers()[members[0]].listenAddress, h, j, wait, &links[0], membersAlive));
   }
+  b->setParentRanks(members);
   b->install(me, childHash, std::move(peers), links);
   TH_INFO(log::kBootstrap | log::kInit, "Bootstrap: child %#llx of comm %#llx: rank %d of %d ready",
           static_cast<unsigned long long>(childHash), static_cast<unsigned long long>(parent->commHash()), me, n);

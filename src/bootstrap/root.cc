@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,7 @@ constexpr int64_t kHelloTimeoutMs = 10000;  // a connection must introduce itsel
 constexpr int64_t kReplyTimeoutMs = 10000;  // sending a reply to one rank
 constexpr size_t kMaxIncoming = 256;        // connections still introducing themselves (admission.h)
 constexpr size_t kMaxForwardBytes = 256u << 20;
+constexpr int64_t kFailureLingerMs = 10000;  // a failed rendezvous still answers late ranks this long
 
 // A connection that has not finished its hello and first frame.
 struct Incoming {
@@ -79,6 +81,11 @@ class RootService {
   Admission admission_{"Bootstrap root", kMaxIncoming};
   bool started_ = false;
   bool done_ = false;
+  // After a failure: the reason, for ranks that join late (see finishFailure).
+  bool failed_ = false;
+  std::string failedWhy_;
+  uint32_t failedType_ = wire::kError;
+  std::set<int> answered_;
   Deadline deadline_ = Deadline::afterMs(rootTtlMs());
   int64_t timeoutMs_ = bootstrapTimeoutMs();
   int nranks_ = 0, nRoots_ = 0, rootIndex_ = -1;
@@ -96,6 +103,7 @@ void RootService::run() {
   TH_INFO(log::kBootstrap, "Bootstrap root %s: waiting for ranks", addr_.toString().c_str());
   while (!done_) {
     if (deadline_.expired()) {
+      if (failed_) break;
       if (started_) {
         finishFailure(missingMessage(), wire::kTimedOut);
       } else {
@@ -106,7 +114,7 @@ void RootService::run() {
       break;
     }
     pollOnce();
-    if (done_ || !started_) continue;
+    if (done_ || !started_ || failed_) continue;
     if (nRoots_ > 1 && rootIndex_ > 0) {
       if (shareComplete()) forwardToRoot0();
     } else if (allComplete()) {
@@ -196,6 +204,13 @@ void RootService::onFrame(Incoming& c, wire::Frame& f) {
 }
 
 void RootService::onJoin(int fd, const wire::RootJoin& j) {
+  if (failed_) {
+    (void)wire::sendFrame(fd, failedType_, failedWhy_, Wait::forMs(1000), "a late rank");
+    ::close(fd);
+    answered_.insert(j.rank);
+    if (static_cast<int>(answered_.size()) >= ranksOfRoot(rootIndex_, nranks_, nRoots_)) done_ = true;
+    return;
+  }
   if (!started_) {
     if (rootOfRank(j.rank, j.nranks, j.nRoots) != j.rootIndex)
       return reject(fd, "rank " + std::to_string(j.rank) + " does not belong to root " + std::to_string(j.rootIndex));
@@ -234,6 +249,11 @@ void RootService::onJoin(int fd, const wire::RootJoin& j) {
 }
 
 void RootService::onForward(int fd, const wire::Frame& f) {
+  if (failed_) {
+    (void)wire::sendFrame(fd, failedType_, failedWhy_, Wait::forMs(1000), "a late root");
+    ::close(fd);
+    return;
+  }
   if (!started_) {
     earlyForwards_.emplace_back(fd, f.payload);
     return;
@@ -357,7 +377,22 @@ void RootService::finishFailure(const std::string& why, uint32_t frameType) {
       }
     }
   }
-  done_ = true;
+  // Ranks that have not joined yet would find the port closed and retry until their own
+  // timeout, never learning why: the root keeps answering them with the reason until every
+  // rank of its share has heard it, its deadline passes, or kFailureLingerMs (a fixed
+  // NCCL_COMM_ID port must come free for the job's restart).
+  failed_ = true;
+  failedWhy_ = why;
+  failedType_ = frameType;
+  for (auto& [rank, m] : members_) {
+    answered_.insert(rank);
+    closeFd(&m.fd);
+  }
+  members_.clear();
+  for (auto& [root, fd] : forwardFds_) closeFd(&fd);
+  forwardFds_.clear();
+  if (started_ && static_cast<int>(answered_.size()) >= ranksOfRoot(rootIndex_, nranks_, nRoots_)) done_ = true;
+  if (!started_ || deadline_.remainingMs() > kFailureLingerMs) deadline_ = Deadline::afterMs(kFailureLingerMs);
 }
 
 void RootService::closeEverything() {

@@ -272,7 +272,7 @@ void TcpBootstrap::linkDown(Link& link, const std::string& why) {
     }
     TH_INFO(log::kBootstrap, "Bootstrap comm %#llx: rank %d left", static_cast<unsigned long long>(commHash_),
             link.peer);
-    if (rank_ == 0) failRoundsWaitingFor(link.peer, "rank " + std::to_string(link.peer) + " left the communicator");
+    if (rank_ == 0) failRoundsWaitingFor(link.peer, rankName(link.peer) + " left the communicator");
     return;
   }
   markFailed(link.peer, why, /*tellOthers=*/rank_ == 0);
@@ -288,7 +288,7 @@ void TcpBootstrap::markFailed(int rank, const std::string& why, bool tellOthers)
   }
   TH_INFO(log::kBootstrap | log::kInit, "Bootstrap comm %#llx rank %d: rank %d failed: %s",
           static_cast<unsigned long long>(commHash_), rank_, rank, why.c_str());
-  if (rank_ == 0) failRoundsWaitingFor(rank, "rank " + std::to_string(rank) + " failed: " + why);
+  if (rank_ == 0) failRoundsWaitingFor(rank, rankName(rank) + " failed: " + why);
   if (tellOthers) {
     wire::Writer w;
     w.put<int32_t>(rank).putStr(why);
@@ -297,7 +297,7 @@ void TcpBootstrap::markFailed(int rank, const std::string& why, bool tellOthers)
         (void)sendOnLink(r, wire::kPeerFailed, w.data(), kNoticeTimeoutMs);
   }
   std::lock_guard<std::mutex> lock(callbackMu_);
-  for (auto& [listener, cb] : failureCallbacks_) cb(rank, remoteError("rank %d failed: %s", rank, why.c_str()));
+  for (auto& [listener, cb] : failureCallbacks_) cb(rank, remoteError("%s failed: %s", rankName(rank).c_str(), why.c_str()));
 }
 
 void TcpBootstrap::onFrame(Link& link, wire::Frame& f) {

@@ -63,6 +63,7 @@ class TcpBootstrap final : public Bootstrap {
   void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback,
                               FailureListener listener = FailureListener::kEpochs) override;
   std::vector<int> failedRanks() const override;
+  int parentRankOf(int rank) const override;
   std::vector<int> departedRanks() const override;
   Result<int> connectTo(int peer, uint32_t tag, Deadline deadline) override;
   Result<int> acceptFrom(int peer, uint32_t tag, Deadline deadline) override;
@@ -80,6 +81,10 @@ class TcpBootstrap final : public Bootstrap {
   // (`links[r]`: a connected fd to rank r, or -1) and lets the control thread
   // watch them.
   void install(int rank, uint64_t commHash, std::vector<PeerInfo> peers, const std::vector<int>& links);
+  // A child's ranks in its parent, set before install().
+  void setParentRanks(std::vector<int> parentRanks) { parentRanks_ = std::move(parentRanks); }
+  // "rank 2", or "rank 2 (parent rank 5)" in a child, for messages.
+  std::string rankName(int rank) const;
   // Takes a parked incoming connection (non-blocking fd) with its hello.
   Result<std::pair<int, wire::Hello>> claimParked(wire::ConnKind kind, int from, uint64_t tag, const Wait& wait,
                                                   const std::string& what, const std::function<Status()>& check);
@@ -152,6 +157,7 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<int> localRanks_;
   int localRank_ = 0;
   int nodeCount_ = 0;
+  std::vector<int> parentRanks_;  // a child's members in the parent (empty: not a child)
   std::vector<std::unique_ptr<Link>> links_;  // by rank; null where there is no link
   std::atomic<bool> installed_{false};
 

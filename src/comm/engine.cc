@@ -1,4 +1,5 @@
 #include "comm/engine.h"
+#include "comm/root_cause.h"
 
 #include "common/deadline.h"
 
@@ -170,12 +171,7 @@ Status Engine::resume() {
   return Status::ok();
 }
 
-// "host pid N" for rank `r` of this communicator ("?" out of range).
-std::string Engine::whoIs(int r) const {
-  const auto& peers = comm_.bootstrap()->peers();
-  if (r < 0 || r >= static_cast<int>(peers.size())) return "?";
-  return peers[static_cast<size_t>(r)].hostname + " pid " + std::to_string(peers[static_cast<size_t>(r)].pid);
-}
+std::string Engine::whoIs(int r) const { return comm::whoIs(*comm_.bootstrap(), r); }
 
 Status Engine::health() const {
   if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
@@ -191,26 +187,10 @@ Status Engine::health() const {
   return Status::ok();
 }
 
-// Peers that died are known to every survivor in the order the leader learnt of them
-// (bootstrap failedRanks), so the first of them is everybody's root cause; a transport
-// error names only the peer this rank talked to, which may have failed because of it.
-// The notice may lag the broken connection by a few milliseconds: wait up to 300 ms.
 Status Engine::withRootCause(const Status& s) const {
   bootstrap::Bootstrap* boot = comm_.bootstrap();
   if (boot == nullptr || comm_.abortFlag().isSet() || comm_.nranks() < 2) return s;
-  if (s.code() != ncclRemoteError && s.code() != ncclSystemError && s.code() != ncclTimeout) return s;
-  if (s.message().find(" failed first") != std::string::npos) return s;  // a peer's report already says it
-  std::vector<int> failed = boot->failedRanks();
-  for (Deadline d = Deadline::afterMs(300); failed.empty() && !d.expired(); failed = boot->failedRanks())
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (failed.empty()) return s;
-  std::string cause = "rank " + std::to_string(failed.front()) + " (" + whoIs(failed.front()) + ") failed first";
-  if (failed.size() > 1) {
-    cause += " (then rank";
-    for (size_t i = 1; i < failed.size(); ++i) cause += (i > 1 ? ", " : " ") + std::to_string(failed[i]);
-    cause += ")";
-  }
-  return Status(s.code(), cause + "; here: " + s.message());
+  return comm::withRootCause(*boot, s);
 }
 
 Status Engine::noteFailure(const Status& s) {

@@ -33,9 +33,8 @@ Status Engine::startEpochs() {
       [this](int rank, const Status& why) {
         ncclResult_t now = comm_.asyncError();
         if (now != ncclSuccess && now != ncclInProgress) return;  // an error is already recorded
-        std::string detail = why.message();
-        const std::string prefix = "rank " + std::to_string(rank) + " failed: ";
-        if (detail.rfind(prefix, 0) == 0) detail.erase(0, prefix.size());
+        std::string detail = why.message();  // "rank N[ (parent rank P)] failed: ..."
+        if (size_t at = detail.find(" failed: "); at != std::string::npos) detail.erase(0, at + 9);
         const std::string text = "rank " + std::to_string(rank) + " (" + whoIs(rank) + ") failed first: " + detail;
         TH_WARN("comm %p rank %d: %s", static_cast<void*>(&comm_), comm_.rank(), text.c_str());
         comm_.setAsyncError(ncclRemoteError, text);

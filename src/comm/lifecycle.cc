@@ -21,6 +21,7 @@
 #include "comm/group_internal.h"
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
+#include "comm/root_cause.h"
 #include "common/log.h"
 #include "common/nccl_variables.h"
 #include "device/cuda_driver.h"
@@ -69,7 +70,12 @@ void printVersionOnce() {
   });
 }
 
-Status failInit(Communicator* comm, const Status& why) {
+Status failInit(Communicator* comm, const Status& failure) {
+  // A peer that died during init makes the others fail in many ways (the leader gave up and
+  // left, a link reset): name the rank that failed first.
+  const Status why = comm->bootstrap() != nullptr && !comm->abortFlag().isSet()
+                         ? withRootCause(*comm->bootstrap(), failure)
+                         : failure;
   comm->releaseResources();
   comm->setLifecycle(Lifecycle::kFailed);
   comm->setAsyncError(why.code() == ncclSuccess ? ncclInternalError : why.code(), why.message());

@@ -37,6 +37,7 @@ struct Communicator::LifecycleState {
   bool revoked = false;            // guarded by mu
   bool dead = false;               // guarded by mu: resources released, handle invalid
   uint64_t childSeq = 0;           // guarded by mu: split/shrink calls so far (same order on every rank)
+  uint64_t abortShrinks = 0;       // guarded by mu: NCCL_SHRINK_ABORT calls so far (see commShrink)
   std::optional<ncclUniqueId> pendingGrowId;  // guarded by mu: issued by ncclCommGetUniqueId, not yet grown with
   std::atomic<bool> closing{false};  // destroy/abort started: no new jobs or operations
   std::atomic<int> opsInFlight{0};

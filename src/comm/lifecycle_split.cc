@@ -21,6 +21,7 @@
 #include "comm/group.h"
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
+#include "comm/root_cause.h"
 #include "common/log.h"
 
 namespace theseus::comm {
@@ -28,6 +29,7 @@ namespace {
 
 constexpr uint64_t kSplitTag = 0x53504c49ull;   // "SPLI"
 constexpr uint64_t kShrinkTag = 0x5348524bull;  // "SHRK"
+constexpr uint64_t kShrinkAbortTag = 0x5348524b41ull;  // "SHRKA"
 
 // Whether a parent may create children now.
 Status checkParent(Communicator* parent, bool allowFailed, const char* what) {
@@ -49,6 +51,22 @@ uint64_t nextChildSeq(LifecycleState& st) {
   return ++st.childSeq;
 }
 
+// The identity of a shrink's child. A shrink after a failure (NCCL_SHRINK_ABORT) must meet
+// on every survivor even when they made different numbers of split/shrink calls before it:
+// one survivor's split may have succeeded where another's failed, so that one went on to a
+// next split that failed too. Abort-shrinks therefore count on their own (each survivor
+// calls it once per failure) and the child's identity also covers the member list.
+uint64_t shrinkChildId(LifecycleState& st, bool abortParent, const std::vector<int>& members) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    seq = abortParent ? ++st.abortShrinks : ++st.childSeq;
+  }
+  uint64_t id = bootstrap::wire::hashValue(seq, abortParent ? kShrinkAbortTag : kShrinkTag);
+  for (int r : members) id = bootstrap::wire::hashValue(static_cast<int64_t>(r), id);
+  return id;
+}
+
 // Builds the child's bootstrap and finishes it; the parent stays untouched on failure.
 Status makeChild(Communicator* parent, const std::shared_ptr<LifecycleState>& child, const std::vector<int>& members,
                  uint64_t childId) {
@@ -56,8 +74,13 @@ Status makeChild(Communicator* parent, const std::shared_ptr<LifecycleState>& ch
   options.cudaDev = parent->cudaDev();
   options.abort = &child->bootstrapAbort;
   log::setThreadDevice(parent->cudaDev());
-  return finishInit(child->comm, bootstrap::createChild(*parent->bootstrap(), members, childId, options),
-                    parent->cudaDev());
+  Status s = finishInit(child->comm, bootstrap::createChild(*parent->bootstrap(), members, childId, options),
+                        parent->cudaDev());
+  // A member that died makes the others fail in many ways (its leader left, a link reset):
+  // name the parent rank that failed first, as the parent's own operations would.
+  if (!s.isOk() && parent->bootstrap() != nullptr && !parent->abortFlag().isSet())
+    return withRootCause(*parent->bootstrap(), s);
+  return s;
 }
 
 // Reports a failure that happened before the child's bootstrap existed.
@@ -115,7 +138,7 @@ Status runSplit(const std::shared_ptr<LifecycleState>& pst, const std::shared_pt
 }
 
 Status runShrink(const std::shared_ptr<LifecycleState>& pst, const std::shared_ptr<LifecycleState>& cst,
-                 std::vector<int> members, uint64_t seq, bool abortParent) {
+                 std::vector<int> members, uint64_t childId, bool abortParent) {
   JobScope parentJob(pst);
   if (!parentJob.status().isOk()) return failChild(cst, parentJob.status());
   JobScope childJob(cst);
@@ -124,7 +147,6 @@ Status runShrink(const std::shared_ptr<LifecycleState>& pst, const std::shared_p
     Status idle = waitForOpsIdle(*pst, bootstrap::bootstrapTimeoutMs(), "ncclCommShrink(NCCL_SHRINK_ABORT)");
     if (!idle.isOk()) return failChild(cst, idle);
   }
-  uint64_t childId = bootstrap::wire::hashValue(seq, kShrinkTag);
   return makeChild(pst->comm, cst, members, childId);
 }
 
@@ -190,12 +212,12 @@ Status commShrink(Communicator* parent, const int* excludeRanks, int excludeCoun
   std::vector<int> members;
   for (int r = 0; r < n; ++r)
     if (!excluded.count(r)) members.push_back(r);
-  const uint64_t seq = nextChildSeq(*pst);
+  const bool abortParent = flags == NCCL_SHRINK_ABORT;
+  const uint64_t childId = shrinkChildId(*pst, abortParent, members);
   auto cst = newCommunicator(cfg);
   *newcomm = static_cast<ncclComm*>(cst->comm);
-  const bool abortParent = flags == NCCL_SHRINK_ABORT;
-  return enqueueJob(cst->comm, cfg.blocking, [pst, cst, members, seq, abortParent] {
-    return runShrink(pst, cst, members, seq, abortParent);
+  return enqueueJob(cst->comm, cfg.blocking, [pst, cst, members, childId, abortParent] {
+    return runShrink(pst, cst, members, childId, abortParent);
   });
 }
 

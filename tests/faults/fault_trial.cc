@@ -1,0 +1,246 @@
+// The rank side of a fault trial (fault_trial.h) and the trials' random choice.
+#include "fault_trial.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mp_test.h"
+#include "nccl.h"
+
+namespace fault_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+const char* const kPhases[] = {"init", "collective", "swap", "split", "shrink", "destroy"};
+
+// The victim's timer: SIGKILL `us` microseconds from now, wherever its main thread is.
+void armKiller(int us) {
+  std::thread([us] {
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    raise(SIGKILL);
+  }).detach();
+}
+
+// Whether `why` names `victim` (a rank of the job's first communicator) as the rank that failed
+// first: the last rank named before " failed first" when the message has that phrase ("rank 1
+// (host pid P)", or "rank 0 (parent rank 1, host pid P)" in a child), else "rank <victim>" as
+// a whole word somewhere.
+bool namesVictim(const std::string& why, int victim) {
+  const std::string v = "rank " + std::to_string(victim);
+  const size_t first = why.find(" failed first");
+  if (first != std::string::npos) {
+    const size_t named = why.rfind("rank ", first);
+    return named != std::string::npos && std::atoi(why.c_str() + named + 5) == victim;
+  }
+  for (size_t at = why.find(v); at != std::string::npos; at = why.find(v, at + 1)) {
+    const char next = at + v.size() < why.size() ? why[at + v.size()] : ' ';
+    if (next < '0' || next > '9') return true;
+  }
+  return false;
+}
+
+// One collective of a seeded mix, with its result checked: nobody may get wrong data with
+// ncclSuccess. Every rank draws the same kinds and sizes.
+ncclResult_t mixedCollective(ncclComm_t comm, int rank, int nranks, std::mt19937_64& gen, std::vector<float>& a,
+                             std::vector<float>& b, bool* wrong) {
+  const size_t count = 1 + gen() % (a.size() / static_cast<size_t>(nranks));
+  const int kind = static_cast<int>(gen() % 5);
+  const float mine = static_cast<float>(rank + 1);
+  const float sum = static_cast<float>(nranks * (nranks + 1) / 2);
+  std::fill(a.begin(), a.begin() + static_cast<long>(count), mine);
+  ncclResult_t r = ncclSuccess;
+  auto expect = [&](size_t n, auto value) {
+    for (size_t i = 0; i < n; ++i)
+      if (b[i] != value(i)) {
+        *wrong = true;
+        return;
+      }
+  };
+  switch (kind) {
+    case 0:
+      r = ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
+      break;
+    case 1:
+      r = ncclAllGather(a.data(), b.data(), count, ncclFloat, comm, nullptr);
+      if (r == ncclSuccess) expect(count * nranks, [&](size_t i) { return static_cast<float>(i / count + 1); });
+      break;
+    case 2:
+      std::fill(a.begin(), a.begin() + static_cast<long>(count * nranks), mine);
+      r = ncclReduceScatter(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
+      break;
+    case 3: {
+      const int root = static_cast<int>(gen() % static_cast<uint64_t>(nranks));
+      r = ncclBroadcast(a.data(), b.data(), count, ncclFloat, root, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(root + 1); });
+      break;
+    }
+    default: {  // a ring of grouped send/recv
+      const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+      r = ncclGroupStart();
+      if (r == ncclSuccess) r = ncclSend(a.data(), count, ncclFloat, next, comm, nullptr);
+      if (r == ncclSuccess) r = ncclRecv(b.data(), count, ncclFloat, prev, comm, nullptr);
+      ncclResult_t end = ncclGroupEnd();
+      if (r == ncclSuccess) r = end;
+      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(prev + 1); });
+      break;
+    }
+  }
+  return r;
+}
+
+// After the failure: a communicator without the victim (and `alsoExcluded`, when >= 0) works.
+int recover(const theseus::test::RankContext& ctx, ncclComm_t comm, int victim, int alsoExcluded) {
+  int excluded[2] = {victim, alsoExcluded};
+  const int nExcluded = alsoExcluded >= 0 ? 2 : 1;
+  ncclComm_t small = nullptr;
+  RANK_NCCL(ncclCommShrink(comm, excluded, nExcluded, &small, nullptr, NCCL_SHRINK_ABORT));
+  int count = 0, me = -1;
+  RANK_NCCL(ncclCommCount(small, &count));
+  RANK_NCCL(ncclCommUserRank(small, &me));
+  RANK_CHECK(count == ctx.nranks - nExcluded);
+  std::vector<float> v(4096, static_cast<float>(me + 1));
+  RANK_NCCL(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, small, nullptr));
+  for (float x : v) RANK_CHECK(x == static_cast<float>(count * (count + 1) / 2));
+  RANK_NCCL(ncclCommDestroy(small));
+  return 0;
+}
+
+// What a survivor checks once a call failed.
+int judge(const theseus::test::RankContext& ctx, const Trial& t, ncclResult_t r, Clock::time_point start,
+          const char* where) {
+  const std::string why = ncclGetLastError(nullptr);
+  const double took = secondsSince(start);
+  if (!namesVictim(why, t.victim) || took > kSurvivorLimitSec) {
+    fprintf(stderr, "[rank %d] %s failed with %d after %.2f s, not naming rank %d as the first to fail: %s\n", ctx.rank,
+            where, r, took, t.victim, why.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+Trial trialFrom(const std::vector<std::string>& args) {
+  Trial t;
+  t.phase = args.at(0);
+  t.victim = std::stoi(args.at(1));
+  t.delayUs = std::stoi(args.at(2));
+  t.seed = std::stoull(args.at(3));
+  return t;
+}
+
+}  // namespace
+
+Trial randomTrial(std::mt19937_64& gen) {
+  Trial t;
+  t.phase = kPhases[gen() % (sizeof(kPhases) / sizeof(kPhases[0]))];
+  t.victim = static_cast<int>(gen() % (t.phase == "shrink" ? 3 : 4));  // shrink: rank 3 is excluded alive
+  const int maxUs = t.phase == "init" ? 60000 : t.phase == "destroy" ? 3000 : 150000;
+  t.delayUs = static_cast<int>(gen() % static_cast<uint64_t>(maxUs));
+  t.transport = gen() % 2 ? "socket" : "auto";
+  t.seed = gen();
+  return t;
+}
+
+std::vector<std::string> trialArgs(const Trial& t) {
+  return {t.phase, std::to_string(t.victim), std::to_string(t.delayUs), std::to_string(t.seed)};
+}
+
+std::string describe(const Trial& t) {
+  return "phase " + t.phase + ", victim rank " + std::to_string(t.victim) + ", kill after " +
+         std::to_string(t.delayUs) + " us, transport " + t.transport + ", seed " + std::to_string(t.seed);
+}
+
+}  // namespace fault_test
+
+using fault_test::Trial;
+
+// A rank of a fault trial (fault_trial.h); args: phase, victim, delay (us), seed.
+THESEUS_RANK_FN(fault_trial) {
+  using namespace fault_test;
+  const Trial t = trialFrom(ctx.args);
+  const bool victim = ctx.rank == t.victim;
+  std::mt19937_64 gen(t.seed);
+  std::vector<float> a(size_t{1} << 16), b(size_t{1} << 16);
+  bool wrong = false;
+
+  auto start = Clock::now();
+  if (t.phase == "init" && victim) armKiller(t.delayUs);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  if (r != ncclSuccess) return judge(ctx, t, r, start, "ncclCommInitRank");
+
+  if (t.phase == "destroy") {
+    for (int i = 0; i < 3; ++i) RANK_NCCL(mixedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong));
+    RANK_CHECK(!wrong);
+    start = Clock::now();
+    if (victim) armKiller(t.delayUs);
+    (void)ncclCommDestroy(comm);  // a survivor may succeed or fail, but returns in time
+    if (victim) for (;;) pause();
+    RANK_CHECK(secondsSince(start) < kSurvivorLimitSec);
+    return 0;
+  }
+
+  const int excludedAlive = t.phase == "shrink" ? ctx.nranks - 1 : -1;
+  if (ctx.rank == excludedAlive) {
+    // Left out of every shrink: it waits for the victim's death to reach it, then leaves.
+    ncclResult_t async = ncclSuccess;
+    while (async == ncclSuccess && secondsSince(start) < kSurvivorLimitSec) {
+      RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    RANK_CHECK(async == ncclRemoteError);
+    RANK_CHECK(namesVictim(ncclGetLastError(comm), t.victim));
+    RANK_NCCL(ncclCommAbort(comm));
+    return 0;
+  }
+
+  if (t.phase != "init") start = Clock::now();
+  if (t.phase != "init" && victim) armKiller(t.delayUs);
+  const char* where = "a collective";
+  for (int i = 0; r == ncclSuccess && !wrong; ++i) {
+    RANK_CHECK(secondsSince(start) < kSurvivorLimitSec);  // the victim died long ago: this is a hang
+    if (t.phase == "split") {
+      where = "ncclCommSplit or its child";
+      ncclComm_t child = nullptr;
+      r = ncclCommSplit(comm, (ctx.rank + i) % 2, ctx.rank, &child, nullptr);
+      int n = 0, me = 0;
+      if (r == ncclSuccess && child != nullptr) {
+        (void)ncclCommCount(child, &n);
+        (void)ncclCommUserRank(child, &me);
+        r = mixedCollective(child, me, n, gen, a, b, &wrong);
+        if (r == ncclSuccess) r = ncclCommDestroy(child);
+        else (void)ncclCommAbort(child);
+      }
+    } else if (t.phase == "shrink") {
+      where = "ncclCommShrink or its child";
+      ncclComm_t child = nullptr;
+      int excluded[1] = {excludedAlive};
+      r = ncclCommShrink(comm, excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT);
+      if (r == ncclSuccess) {
+        r = mixedCollective(child, ctx.rank, ctx.nranks - 1, gen, a, b, &wrong);
+        if (r == ncclSuccess) r = ncclCommDestroy(child);
+        else (void)ncclCommAbort(child);
+      }
+    } else {
+      r = mixedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong);
+    }
+  }
+  if (wrong) {
+    fprintf(stderr, "[rank %d] a collective returned ncclSuccess with wrong data\n", ctx.rank);
+    return 1;
+  }
+  if (judge(ctx, t, r, start, where) != 0) return 1;
+  if (recover(ctx, comm, t.victim, excludedAlive) != 0) return 1;
+  (void)ncclCommAbort(comm);
+  return 0;
+}

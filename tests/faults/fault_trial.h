@@ -1,0 +1,39 @@
+// Randomized fault trials (issue 14, "faults at any moment").
+//
+// A trial is one 4-rank job in which one rank, the victim, is killed with SIGKILL at a random
+// moment of one phase: init, a run of mixed collectives (over shared memory or TCP), a run
+// with a schedule swap every few collectives (so kills land between PREPARE and COMMIT),
+// repeated splits, repeated shrinks, or destroy. The kill comes from a timer thread of the
+// victim, so it lands wherever the victim's main thread happens to be. Every survivor must
+//  - return an error (never hang: the spawner's timeout kills a hung job and fails it) within
+//    kSurvivorLimitSec of the phase's start,
+//  - name the victim as the rank that failed first ("rank V (host pid P) failed first", or
+//    the bootstrap's "rank V ..." during init), never a live neighbour,
+//  - recover: ncclCommShrink(NCCL_SHRINK_ABORT) without the victim gives a communicator on
+//    which an allreduce returns the right sum (phases after init).
+// In the destroy phase survivors only have to return from ncclCommDestroy in time.
+// The rank function is `fault_trial`; a trial's parameters travel as its arguments.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fault_test {
+
+constexpr double kSurvivorLimitSec = 20.0;
+
+struct Trial {
+  std::string phase;      // init, collective, swap, split, shrink, destroy
+  int victim = 0;         // 0..3 (0 is the leader)
+  int delayUs = 0;        // from the phase's start to the kill
+  std::string transport;  // THESEUS_TRANSPORT: auto (shared memory) or socket (TCP)
+  uint64_t seed = 0;      // the collectives' sizes and kinds
+};
+
+Trial randomTrial(std::mt19937_64& gen);
+std::vector<std::string> trialArgs(const Trial& t);
+std::string describe(const Trial& t);
+
+}  // namespace fault_test
