@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check fuzz fuzz-merge clean
 
 all: build
 
@@ -59,5 +59,16 @@ bench-net: build
 gpu-check:
 	scripts/gpu-check.sh
 
+# libFuzzer on every parser (tests/fuzz/, docs/testing.md): clang + ASan + UBSan in build-fuzz, each target
+# FUZZ_SECONDS; fails on any crash, leak or timeout. fuzz-merge minimises the finds into tests/fuzz/corpus/.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
+FUZZ_TARGETS ?=
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+fuzz-merge:
+	scripts/fuzz.sh --merge $(FUZZ_TARGETS)
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Theseus needs to build and test, and only those
 # that are missing. Safe to run repeatedly; does nothing when all are present.
+#   scripts/setup-deps.sh        what `make`, `make test` need
+#   scripts/setup-deps.sh fuzz   also clang and libFuzzer (make fuzz)
 set -euo pipefail
 
 # package -> why we need it
@@ -21,6 +23,12 @@ required=(
   gnuplot-nox          # benchmark plots
   procps
 )
+
+# make fuzz: clang with libFuzzer and the sanitizer runtimes (Debian 12: libclang-rt-dev ships
+# libclang_rt.fuzzer*.a and the ASan/UBSan runtimes for the default clang), llvm-symbolizer for stacks.
+if [[ ${1:-} == fuzz ]]; then
+  required+=(clang libclang-rt-dev llvm)
+fi
 
 missing=()
 for p in "${required[@]}"; do

@@ -331,7 +331,7 @@ template <class E, RedKind K, bool kScaleA>
 void binaryKernel(void* dst, const void* a, const void* b, size_t n, const ScaleArg& s) {
   using V = typename E::V;
   forEachVector<E, true>(static_cast<char*>(dst), static_cast<const char*>(a), static_cast<const char*>(b), n,
-                         [&s](V x, V y) {
+                         [&](V x, V y) {  // s is used only when scaling (clang warns about [&s])
                            if constexpr (kScaleA) x = scaleOp<E>(x, s);
                            return combineOp<K>(x, y);
                          });

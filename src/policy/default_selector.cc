@@ -85,39 +85,47 @@ bool scheduleSupports(const std::string& name, schedule::Collective c, int nrank
   return schedule::builtinSupports(name, c, nranks);
 }
 
+std::vector<ForcedSchedule> parseForcedSchedules(const std::string& text) {
+  std::vector<ForcedSchedule> out;
+  size_t pos = 0;
+  while (pos <= text.size() && !text.empty()) {
+    size_t semi = text.find(';', pos);
+    std::string entry = text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
+    pos = semi == std::string::npos ? text.size() + 1 : semi + 1;
+    if (entry.empty()) continue;
+    size_t colon = entry.find(':');
+    schedule::Collective coll;
+    if (colon != std::string::npos && schedule::parseCollective(entry.substr(0, colon), &coll))
+      out.push_back({static_cast<int>(coll), entry.substr(colon + 1)});
+    else
+      out.push_back({-1, entry});
+  }
+  return out;
+}
+
+std::string forcedFor(const std::vector<ForcedSchedule>& entries, Collective c) {
+  std::string any;
+  for (const ForcedSchedule& e : entries) {
+    if (e.collective == static_cast<int>(c)) return e.schedule;
+    if (e.collective == -1) any = e.schedule;
+  }
+  return any;
+}
+
 std::string forcedSchedule(Collective c) {
-  static const std::vector<std::pair<int, std::string>> rules = [] {
-    std::vector<std::pair<int, std::string>> out;  // (collective or -1 for all, name)
-    std::string text = kForce.get();
-    size_t pos = 0;
-    while (pos <= text.size() && !text.empty()) {
-      size_t semi = text.find(';', pos);
-      std::string entry = text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
-      pos = semi == std::string::npos ? text.size() + 1 : semi + 1;
-      if (entry.empty()) continue;
-      size_t colon = entry.find(':');
-      schedule::Collective coll;
-      if (colon != std::string::npos && schedule::parseCollective(entry.substr(0, colon), &coll))
-        out.emplace_back(static_cast<int>(coll), entry.substr(colon + 1));
-      else
-        out.emplace_back(-1, entry);
-    }
+  static const std::vector<ForcedSchedule> entries = [] {
+    std::vector<ForcedSchedule> out = parseForcedSchedules(kForce.get());
     // A name that is neither a built-in nor a loaded user schedule can never be forced.
-    for (const auto& [coll, name] : out) {
-      if (schedule::isBuiltin(name) || schedule::user::knows(name)) continue;
+    for (const ForcedSchedule& e : out) {
+      if (schedule::isBuiltin(e.schedule) || schedule::user::knows(e.schedule)) continue;
       std::string builtins;
       for (const std::string& b : schedule::builtinNames()) builtins += (builtins.empty() ? "" : ", ") + b;
       TH_WARN("THESEUS_SCHEDULE: no schedule is named '%s' (built-ins: %s; user schedules come from "
-              "THESEUS_SCHEDULES); it is ignored", name.c_str(), builtins.c_str());
+              "THESEUS_SCHEDULES); it is ignored", e.schedule.c_str(), builtins.c_str());
     }
     return out;
   }();
-  std::string any;
-  for (const auto& [coll, name] : rules) {
-    if (coll == static_cast<int>(c)) return name;
-    if (coll == -1) any = name;
-  }
-  return any;
+  return forcedFor(entries, c);
 }
 
 size_t smallMessageBytes() {

@@ -41,6 +41,19 @@ struct RequestShape {
 // is forced for `c`.
 std::string forcedSchedule(schedule::Collective c);
 
+// One entry of a THESEUS_SCHEDULE value: a name for one collective, or for all.
+struct ForcedSchedule {
+  int collective = -1;  // a schedule::Collective value; -1: every collective the schedule serves
+  std::string schedule;
+};
+// The entries of a THESEUS_SCHEDULE value, in order (empty entries skipped).
+// Names are not checked here: forcedSchedule() warns once about unknown ones.
+std::vector<ForcedSchedule> parseForcedSchedules(const std::string& text);
+// The schedule `entries` force for `c` ("" when none): a per-collective entry
+// wins over an entry for all; among equals, the first per-collective entry and
+// the last entry for all.
+std::string forcedFor(const std::vector<ForcedSchedule>& entries, schedule::Collective c);
+
 // One rule of the default choice: for these collectives (and a size class, or
 // both), the first candidate that serves the request and NCCL_ALGO allows.
 struct DefaultRule {
