@@ -20,6 +20,10 @@ std::string whoIs(const bootstrap::Bootstrap& boot, int r);
 
 // `s` led by "rank F (host pid N) failed first (then ...); here: " when a peer failed; `s`
 // itself when none did, when it is not a peer-related error, or when it already says so.
+// A stall (ncclTimeout) with no failed peer is no death at all: it says so and names the
+// ranks of this host that are stopped (SIGSTOP, a debugger) or gone, since NCCL's text for
+// the code old callers see ("remote process exited or there was a network error") would
+// mislead.
 Status withRootCause(const bootstrap::Bootstrap& boot, const Status& s);
 
 }  // namespace theseus::comm

@@ -109,8 +109,10 @@ void DecisionLog::flushLocked() const {
         fd_ = -1;
       }
     }
+    bytes_ += line.size();
     lines_.push_back(std::move(line));
-    if (lines_.size() > kMaxLines) {
+    while (lines_.size() > 1 && (lines_.size() > kMaxLines || bytes_ > kMaxBytes)) {
+      bytes_ -= lines_.front().size();
       lines_.pop_front();
       ++dropped_;
     }

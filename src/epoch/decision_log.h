@@ -29,7 +29,10 @@ namespace theseus::epoch {
 
 class DecisionLog {
  public:
-  static constexpr size_t kMaxLines = 100000;
+  // What stays in memory, for text(): the newest lines within both bounds (a table's line is a
+  // few KB, and a job may swap often); THESEUS_DECISION_LOG's file has every line.
+  static constexpr size_t kMaxLines = 10000;
+  static constexpr size_t kMaxBytes = size_t{1} << 20;
 
   DecisionLog(uint64_t commHash, int rank);
   ~DecisionLog();
@@ -65,6 +68,7 @@ class DecisionLog {
   mutable std::deque<Queued> queued_;
   mutable std::deque<std::string> lines_;
   mutable size_t dropped_ = 0;
+  mutable size_t bytes_ = 0;  // of lines_
 };
 
 }  // namespace theseus::epoch

@@ -68,6 +68,7 @@ Result<std::shared_ptr<const CachedProgram>> ProgramCache::get(const ProgramKey&
     auto [it, inserted] = map_.try_emplace(key, nullptr);
     if (inserted) it->second = std::make_shared<Entry>();
     e = it->second;
+    if (inserted && map_.size() > kMaxEntries) evictUnusedLocked();
   }
   if (!e->ready.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -83,6 +84,18 @@ Result<std::shared_ptr<const CachedProgram>> ProgramCache::get(const ProgramKey&
   }
   if (e->value) return e->value;
   return e->error;
+}
+
+// Bounded memory: a long job that swaps among many schedules (random test tables, a policy
+// that tries ring orders) would otherwise keep every program it ever used. Above kMaxEntries,
+// programs nobody holds any more (no decision table's templates point to them) are dropped;
+// one asked for again is generated again. Entries being built and failures stay.
+void ProgramCache::evictUnusedLocked() {
+  for (auto it = map_.begin(); it != map_.end();) {
+    const Entry& e = *it->second;
+    if (e.ready.load(std::memory_order_acquire) && e.value && e.value.use_count() == 1) it = map_.erase(it);
+    else ++it;
+  }
 }
 
 Result<Program> ProgramCache::generate(const std::string& schedule, const GenerateRequest& req) const {

@@ -79,7 +79,9 @@ class ProgramCache {
     size_t operator()(const ProgramKey& k) const { return k.hash; }
   };
 
+  static constexpr size_t kMaxEntries = 1024;
   Result<std::shared_ptr<const CachedProgram>> build(const ProgramKey& key);
+  void evictUnusedLocked();  // mu_ held exclusively
   Result<Program> generate(const std::string& schedule, const GenerateRequest& req) const;
 
   Options options_;

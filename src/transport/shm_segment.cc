@@ -1,6 +1,8 @@
 #include "transport/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,9 +41,33 @@ Status ShmSegment::mapFd(size_t bytes, bool readOnly) {
   return Status::ok();
 }
 
+int ShmSegment::removeStaleNamed(const std::string& prefix) {
+  int removed = 0;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    const size_t p = name.rfind("-p");
+    if (name.rfind(prefix, 0) != 0 || p == std::string::npos || p + 2 >= name.size()) continue;
+    char* end = nullptr;
+    const long pid = strtol(name.c_str() + p + 2, &end, 10);
+    if (end == nullptr || *end != '\0' || pid <= 0) continue;
+    // A pid that exists (even another program's, after reuse) keeps its segments: only a
+    // creator that is certainly gone frees them.
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (shm_unlink(("/" + name).c_str()) == 0) {
+      ++removed;
+      TH_INFO(log::kShm | log::kInit, "Removed /dev/shm/%s, left by process %ld, which no longer exists", name.c_str(),
+              pid);
+    }
+  }
+  closedir(dir);
+  return removed;
+}
+
 Result<std::unique_ptr<ShmSegment>> ShmSegment::createNamed(const std::string& name, size_t bytes) {
   std::unique_ptr<ShmSegment> s(new ShmSegment());
-  std::string path = "/" + name;
+  std::string path = "/" + name + "-p" + std::to_string(getpid());
   bytes = roundUpToPage(bytes);
   int fd = shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {

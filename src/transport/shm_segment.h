@@ -28,6 +28,11 @@ class ShmSegment {
   // A new POSIX shm object "/<name>" of `bytes` (a stale object of that name,
   // left by a crashed run, is replaced). Its name stays until unlinkName().
   static Result<std::unique_ptr<ShmSegment>> createNamed(const std::string& name, size_t bytes);
+  // Names created by createNamed end in "-p<pid of the creator>". Removes, once per process,
+  // the /dev/shm objects with `prefix` whose creator no longer exists: what a job killed
+  // between creating and unlinking its segments (kill -9 during init) left behind. Returns
+  // how many it removed.
+  static int removeStaleNamed(const std::string& prefix);
   // A new anonymous memfd of `bytes` (`name` is its label, checked by open()).
   static Result<std::unique_ptr<ShmSegment>> createMemfd(const std::string& name, size_t bytes);
   // Maps a segment another process (or this one) created, from its locator.

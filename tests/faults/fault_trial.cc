@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "checked_collectives.h"
 #include "mp_test.h"
 #include "nccl.h"
 
@@ -46,57 +47,6 @@ bool namesVictim(const std::string& why, int victim) {
     if (next < '0' || next > '9') return true;
   }
   return false;
-}
-
-// One collective of a seeded mix, with its result checked: nobody may get wrong data with
-// ncclSuccess. Every rank draws the same kinds and sizes.
-ncclResult_t mixedCollective(ncclComm_t comm, int rank, int nranks, std::mt19937_64& gen, std::vector<float>& a,
-                             std::vector<float>& b, bool* wrong) {
-  const size_t count = 1 + gen() % (a.size() / static_cast<size_t>(nranks));
-  const int kind = static_cast<int>(gen() % 5);
-  const float mine = static_cast<float>(rank + 1);
-  const float sum = static_cast<float>(nranks * (nranks + 1) / 2);
-  std::fill(a.begin(), a.begin() + static_cast<long>(count), mine);
-  ncclResult_t r = ncclSuccess;
-  auto expect = [&](size_t n, auto value) {
-    for (size_t i = 0; i < n; ++i)
-      if (b[i] != value(i)) {
-        *wrong = true;
-        return;
-      }
-  };
-  switch (kind) {
-    case 0:
-      r = ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
-      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
-      break;
-    case 1:
-      r = ncclAllGather(a.data(), b.data(), count, ncclFloat, comm, nullptr);
-      if (r == ncclSuccess) expect(count * nranks, [&](size_t i) { return static_cast<float>(i / count + 1); });
-      break;
-    case 2:
-      std::fill(a.begin(), a.begin() + static_cast<long>(count * nranks), mine);
-      r = ncclReduceScatter(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
-      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
-      break;
-    case 3: {
-      const int root = static_cast<int>(gen() % static_cast<uint64_t>(nranks));
-      r = ncclBroadcast(a.data(), b.data(), count, ncclFloat, root, comm, nullptr);
-      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(root + 1); });
-      break;
-    }
-    default: {  // a ring of grouped send/recv
-      const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-      r = ncclGroupStart();
-      if (r == ncclSuccess) r = ncclSend(a.data(), count, ncclFloat, next, comm, nullptr);
-      if (r == ncclSuccess) r = ncclRecv(b.data(), count, ncclFloat, prev, comm, nullptr);
-      ncclResult_t end = ncclGroupEnd();
-      if (r == ncclSuccess) r = end;
-      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(prev + 1); });
-      break;
-    }
-  }
-  return r;
 }
 
 // After the failure: a communicator without the victim (and `alsoExcluded`, when >= 0) works.
@@ -163,6 +113,7 @@ std::string describe(const Trial& t) {
 }  // namespace fault_test
 
 using fault_test::Trial;
+using theseus::test::checkedCollective;
 
 // A rank of a fault trial (fault_trial.h); args: phase, victim, delay (us), seed.
 THESEUS_RANK_FN(fault_trial) {
@@ -180,7 +131,7 @@ THESEUS_RANK_FN(fault_trial) {
   if (r != ncclSuccess) return judge(ctx, t, r, start, "ncclCommInitRank");
 
   if (t.phase == "destroy") {
-    for (int i = 0; i < 3; ++i) RANK_NCCL(mixedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong));
+    for (int i = 0; i < 3; ++i) RANK_NCCL(checkedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong));
     RANK_CHECK(!wrong);
     start = Clock::now();
     if (victim) armKiller(t.delayUs);
@@ -217,7 +168,7 @@ THESEUS_RANK_FN(fault_trial) {
       if (r == ncclSuccess && child != nullptr) {
         (void)ncclCommCount(child, &n);
         (void)ncclCommUserRank(child, &me);
-        r = mixedCollective(child, me, n, gen, a, b, &wrong);
+        r = checkedCollective(child, me, n, gen, a, b, &wrong);
         if (r == ncclSuccess) r = ncclCommDestroy(child);
         else (void)ncclCommAbort(child);
       }
@@ -227,12 +178,12 @@ THESEUS_RANK_FN(fault_trial) {
       int excluded[1] = {excludedAlive};
       r = ncclCommShrink(comm, excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT);
       if (r == ncclSuccess) {
-        r = mixedCollective(child, ctx.rank, ctx.nranks - 1, gen, a, b, &wrong);
+        r = checkedCollective(child, ctx.rank, ctx.nranks - 1, gen, a, b, &wrong);
         if (r == ncclSuccess) r = ncclCommDestroy(child);
         else (void)ncclCommAbort(child);
       }
     } else {
-      r = mixedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong);
+      r = checkedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong);
     }
   }
   if (wrong) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "checked_collectives.h"
 #include "mp_test.h"
 #include "theseus/theseus.h"
 
@@ -374,6 +376,64 @@ TEST_F(Netns, AHostThatDiesIsDetectedAndShrunkAway) {
   EXPECT_EQ(r.exitCodes[0], 0) << r.describe();
   EXPECT_EQ(r.exitCodes[1], 0) << r.describe();
   EXPECT_EQ(r.exitCodes[2], 128 + SIGKILL) << r.describe();
+}
+
+// A network partition: host 1's switch port goes down while collectives run. Nobody dies, so
+// no failure is ever seen; the stall timeout ends the wait on both sides of the cut with an
+// error saying no peer failed, and abort returns: nothing hangs.
+THESEUS_RANK_FN(netns_partition) {
+  const std::string& log = ctx.args.at(1);
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank));
+  std::ofstream(log + ".ready." + std::to_string(ctx.rank)) << "\n";
+  std::mt19937_64 gen(11);
+  std::vector<float> a(size_t{1} << 15), b(size_t{1} << 15);
+  bool wrong = false;
+  ncclResult_t r = ncclSuccess;
+  auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (r == ncclSuccess && seconds() < 60) {
+    r = theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, a, b, &wrong);
+    RANK_CHECK(!wrong);
+  }
+  const std::string why = ncclGetLastError(nullptr);
+  fprintf(stderr, "[rank %d] failed after %.2f s: %s\n", ctx.rank, seconds(), why.c_str());
+  RANK_CHECK(r != ncclSuccess);
+  RANK_CHECK(why.find("no progress") != std::string::npos);
+  RANK_CHECK(why.find("no peer is known to have failed") != std::string::npos);
+  // Abort only once every rank has failed on its own: an abort looks like a failure to the
+  // others, who would rightly name it.
+  std::ofstream(log + ".failed." + std::to_string(ctx.rank)) << "\n";
+  for (int i = 0; i < 2000; ++i) {
+    bool all = true;
+    for (int r = 0; r < ctx.nranks; ++r) all = all && access((log + ".failed." + std::to_string(r)).c_str(), F_OK) == 0;
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  (void)ncclCommAbort(comm);
+  return 0;
+}
+
+TEST_F(Netns, APartitionEndsInAStallErrorOnBothSidesNotAHang) {
+  addHosts(2);
+  SpawnOptions o = options({0, 0, 1});
+  o.env["THESEUS_STALL_TIMEOUT_MS"] = "3000";
+  o.timeoutSec = 90;
+  std::thread cut([&] {
+    for (int i = 0; i < 3000; ++i) {
+      bool all = true;
+      for (int r = 0; r < 3; ++r) all = all && access((logBase_ + ".ready." + std::to_string(r)).c_str(), F_OK) == 0;
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(run("ip netns exec " + sw_ + " ip link set thv" + tag_ + "b1 down"), 0);
+  });
+  auto r = runRanks("netns_partition", 3, o);
+  cut.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
 // NCCL_SOCKET_IFNAME picks the veth explicitly (and excluding it leaves nothing usable but lo).

@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <mutex>
 #include <new>
 
 #include "common/log.h"
@@ -38,6 +39,8 @@ Result<std::unique_ptr<ShmDomain>> ShmDomain::create(const ShmDomainParams& p) {
   size_t dataStride = roundUpToPage(static_cast<size_t>(p.slots) * p.slotBytes);
   size_t total = dataOffset + nFifos * dataStride;
 
+  static std::once_flag swept;
+  std::call_once(swept, [] { ShmSegment::removeStaleNamed("theseus-"); });
   char name[96];
   snprintf(name, sizeof(name), "theseus-%016" PRIx64 "-r%d%s", p.commHash, p.rank, p.nameSuffix);
   auto named = ShmSegment::createNamed(name, total);

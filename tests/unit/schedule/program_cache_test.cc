@@ -53,6 +53,27 @@ TEST(ProgramCache, GeneratesOncePerKey) {
   EXPECT_EQ(a.value()->plans[0].steps.size(), a.value()->program.ranks[0].steps.size());
 }
 
+// Memory stays bounded: beyond its limit the cache drops the programs nobody holds any more,
+// never one still in use.
+TEST(ProgramCache, DropsUnusedProgramsBeyondItsLimit) {
+  ProgramCache cache(ProgramCache::Options{nullptr, 0});
+  auto held = cache.get(ProgramKey::make("direct", allreduce(2)));
+  ASSERT_TRUE(held.isOk());
+  for (int k = 0; k < 1500; ++k) {
+    GenerateRequest r = allreduce(64);
+    r.onlyRank = k % 64;
+    r.params.channels = 1 + k / 64;
+    auto p = cache.get(ProgramKey::make("ring", r));
+    ASSERT_TRUE(p.isOk()) << p.status().message();
+  }
+  EXPECT_LE(cache.size(), 1025u);
+  const size_t generated = cache.generations();
+  auto again = cache.get(ProgramKey::make("direct", allreduce(2)));
+  ASSERT_TRUE(again.isOk());
+  EXPECT_EQ(again.value().get(), held.value().get()) << "a program in use was dropped";
+  EXPECT_EQ(cache.generations(), generated);
+}
+
 TEST(ProgramCache, DistinctRequestsAreDistinctKeys) {
   ProgramCache cache(ProgramCache::Options{nullptr, 0});
   GenerateRequest base = allreduce(4);

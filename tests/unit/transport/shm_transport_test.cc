@@ -1,7 +1,11 @@
 // Shared-memory transport, ranks as threads of this process (same host).
 #include <gtest/gtest.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -289,7 +293,7 @@ TEST(ShmTransport, InboxNamesAreUnlinkedAfterSetUp) {
     ASSERT_TRUE(m.isOk());
     EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kShm);
     char path[128];
-    snprintf(path, sizeof(path), "/dev/shm/theseus-%016" PRIx64 "-r%d", boot->commHash(), r);
+    snprintf(path, sizeof(path), "/dev/shm/theseus-%016" PRIx64 "-r%d-p%d", boot->commHash(), r, getpid());
     struct stat st;
     EXPECT_NE(stat(path, &st), 0) << path << " still exists";
     EXPECT_TRUE(boot->barrier().isOk());
@@ -313,6 +317,29 @@ TEST(ShmTransport, StaleInboxFromACrashedRunIsReplaced) {
     EXPECT_EQ(m.value()->kindFor(1 - r), Kind::kShm);
     EXPECT_TRUE(boot->barrier().isOk());
   });
+}
+
+// kill -9 between creating and unlinking a segment leaves it in /dev/shm: the next process
+// that sets up shared memory removes it, and only when its creator is certainly gone.
+TEST(ShmTransport, SegmentsOfDeadProcessesAreRemoved) {
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const std::string prefix = "theseus-staletest-" + std::to_string(getpid());
+  auto make = [&](pid_t pid) {
+    const std::string name = "/" + prefix + "-r0-p" + std::to_string(pid);
+    int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    EXPECT_GE(fd, 0) << name;
+    if (fd >= 0) close(fd);
+    return "/dev/shm" + name;
+  };
+  const std::string orphan = make(dead), live = make(getpid());
+  EXPECT_EQ(transport::ShmSegment::removeStaleNamed(prefix), 1);
+  struct stat st;
+  EXPECT_NE(stat(orphan.c_str(), &st), 0) << orphan << " is still there";
+  EXPECT_EQ(stat(live.c_str(), &st), 0) << "a live process's segment was removed";
+  shm_unlink(live.substr(8).c_str());
 }
 
 int openDescriptors() {

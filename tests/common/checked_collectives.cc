@@ -1,0 +1,56 @@
+#include "checked_collectives.h"
+
+#include <algorithm>
+
+namespace theseus::test {
+
+ncclResult_t checkedCollective(ncclComm_t comm, int rank, int nranks, std::mt19937_64& gen, std::vector<float>& a,
+                               std::vector<float>& b, bool* wrong) {
+  const size_t count = 1 + gen() % (a.size() / static_cast<size_t>(nranks));
+  const int kind = static_cast<int>(gen() % 5);
+  const float mine = static_cast<float>(rank + 1);
+  const float sum = static_cast<float>(nranks * (nranks + 1) / 2);
+  std::fill(a.begin(), a.begin() + static_cast<long>(count), mine);
+  ncclResult_t r = ncclSuccess;
+  auto expect = [&](size_t n, auto value) {
+    for (size_t i = 0; i < n; ++i)
+      if (b[i] != value(i)) {
+        *wrong = true;
+        return;
+      }
+  };
+  switch (kind) {
+    case 0:
+      r = ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
+      break;
+    case 1:
+      r = ncclAllGather(a.data(), b.data(), count, ncclFloat, comm, nullptr);
+      if (r == ncclSuccess) expect(count * nranks, [&](size_t i) { return static_cast<float>(i / count + 1); });
+      break;
+    case 2:
+      std::fill(a.begin(), a.begin() + static_cast<long>(count * nranks), mine);
+      r = ncclReduceScatter(a.data(), b.data(), count, ncclFloat, ncclSum, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return sum; });
+      break;
+    case 3: {
+      const int root = static_cast<int>(gen() % static_cast<uint64_t>(nranks));
+      r = ncclBroadcast(a.data(), b.data(), count, ncclFloat, root, comm, nullptr);
+      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(root + 1); });
+      break;
+    }
+    default: {  // a ring of grouped send/recv
+      const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+      r = ncclGroupStart();
+      if (r == ncclSuccess) r = ncclSend(a.data(), count, ncclFloat, next, comm, nullptr);
+      if (r == ncclSuccess) r = ncclRecv(b.data(), count, ncclFloat, prev, comm, nullptr);
+      ncclResult_t end = ncclGroupEnd();
+      if (r == ncclSuccess) r = end;
+      if (r == ncclSuccess) expect(count, [&](size_t) { return static_cast<float>(prev + 1); });
+      break;
+    }
+  }
+  return r;
+}
+
+}  // namespace theseus::test

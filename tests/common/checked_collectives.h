@@ -1,0 +1,20 @@
+// A seeded mix of collectives whose results are checked (fault suite, soak): allreduce,
+// allgather, reducescatter, broadcast from a drawn root, and a ring of grouped send/recv.
+// Rank r contributes r + 1 everywhere, so every result has one right value per element.
+// Every rank of a communicator must draw from generators seeded alike: the calls then match.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "nccl.h"
+
+namespace theseus::test {
+
+// Runs one collective of at most a.size() / nranks elements per rank (`a`, `b`: equal sizes).
+// A call that returns ncclSuccess with a wrong element sets *wrong.
+ncclResult_t checkedCollective(ncclComm_t comm, int rank, int nranks, std::mt19937_64& gen, std::vector<float>& a,
+                               std::vector<float>& b, bool* wrong);
+
+}  // namespace theseus::test
