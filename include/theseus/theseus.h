@@ -106,6 +106,21 @@ ncclResult_t theseusGetDecisionTable(ncclComm_t comm, uint64_t* version, char* b
  * UINT64_MAX with THESEUS_EPOCH=0). Any of the pointers may be NULL. */
 ncclResult_t theseusGetEpochInfo(ncclComm_t comm, uint64_t* nextSeq, uint64_t* version, uint64_t* horizon);
 
+/* ------------------------------------------------------------------------ */
+/* 4. Timeouts (implemented by src/comm; see docs/reliability.md)            */
+/* ------------------------------------------------------------------------ */
+
+/* One bound, in milliseconds, on every wait of this rank of `comm` from now on:
+ * an operation that makes no progress, a wait for the epoch leader, control-plane
+ * exchanges, and the creation of its children (split, shrink), which inherit it.
+ * The shorter of it and each wait's own timeout applies (THESEUS_STALL_TIMEOUT_MS,
+ * THESEUS_EPOCH_WAIT_TIMEOUT_MS, THESEUS_BOOTSTRAP_TIMEOUT_MS). 0 returns to the
+ * waits' own timeouts. Communicators start with THESEUS_TIMEOUT_MS, which also
+ * bounds their initialisation. A wait that runs out fails the operation (ncclTimeout
+ * for callers built against NCCL 2.30, else ncclRemoteError), naming what it waited
+ * for. Set the same value on every rank. */
+ncclResult_t theseusCommSetTimeout(ncclComm_t comm, int64_t timeoutMs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 // The decision-log part of Theseus' extension API (include/theseus/theseus.h,
-// section 3): what a communicator's epochs decided, and where its clock stands.
+// section 3): what a communicator's epochs decided, and where its clock stands;
+// and section 4, the communicator's timeout.
 #include "api/guard.h"
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
@@ -45,6 +46,15 @@ THESEUS_API(ncclResult_t, theseusGetEpochInfo, ncclComm_t comm, uint64_t* nextSe
     if (nextSeq != nullptr) *nextSeq = next;
     if (version != nullptr) *version = engine->epochs()->clock().epochFor(next)->version;
     if (horizon != nullptr) *horizon = engine->epochs()->clock().horizon();
+    return theseus::Status::ok();
+  });
+}
+
+THESEUS_API(ncclResult_t, theseusCommSetTimeout, ncclComm_t comm, int64_t timeoutMs) {
+  return TH_API_GUARD({
+    TH_ASSIGN(theseus::comm::Communicator * c, theseus::comm::fromHandle(comm));
+    if (timeoutMs < 0) return theseus::invalidArgument("timeoutMs %lld is negative", static_cast<long long>(timeoutMs));
+    c->setTimeoutMs(timeoutMs);
     return theseus::Status::ok();
   });
 }

@@ -34,14 +34,14 @@ Status TcpBootstrap::allGather(const std::string& mine, std::vector<std::string>
     *all = {mine};
     return Status::ok();
   }
-  const Wait wait = controlWait(bootstrapTimeoutMs());
+  const Wait wait = controlWait(timeoutMs());
   if (rank_ == 0) {
     addContribution(seq, 0, mine);
   } else {
     wire::Writer w;
     w.put<uint64_t>(seq);
     std::string payload = w.take() + mine;
-    Status s = sendOnLink(0, wire::kAgContribution, payload, bootstrapTimeoutMs());
+    Status s = sendOnLink(0, wire::kAgContribution, payload, timeoutMs());
     if (!s.isOk()) {
       Status leader = checkPeerAlive(0, "the leader");
       return (leader.isOk() ? s : leader).withContext("out-of-band allGather #" + std::to_string(seq));
@@ -153,7 +153,7 @@ void TcpBootstrap::finishRound(uint64_t seq, Result<std::vector<std::string>> re
   const uint32_t type = result.isOk() ? wire::kAgResult : wire::kAgFailed;
   for (int r = 1; r < nranks_; ++r) {
     if (!links_[r] || links_[r]->down.load()) continue;
-    Status s = sendOnLink(r, type, w.data(), bootstrapTimeoutMs());
+    Status s = sendOnLink(r, type, w.data(), timeoutMs());
     if (!s.isOk()) TH_INFO(log::kBootstrap, "Bootstrap: allGather result to rank %d: %s", r, s.message().c_str());
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -193,7 +193,7 @@ Status TcpBootstrap::sendToLeader(MsgType type, std::string_view payload) {
     wake();
     return Status::ok();
   }
-  return sendOnLink(0, static_cast<uint32_t>(type), payload, bootstrapTimeoutMs());
+  return sendOnLink(0, static_cast<uint32_t>(type), payload, timeoutMs());
 }
 
 Status TcpBootstrap::sendToRank(int rank, MsgType type, std::string_view payload) {
@@ -211,7 +211,7 @@ Status TcpBootstrap::sendToRank(int rank, MsgType type, std::string_view payload
     return Status::ok();
   }
   TH_CHECK(checkPeerAlive(rank, "destination"));
-  return sendOnLink(rank, static_cast<uint32_t>(type), payload, bootstrapTimeoutMs());
+  return sendOnLink(rank, static_cast<uint32_t>(type), payload, timeoutMs());
 }
 
 void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)> callback, FailureListener listener) {
@@ -219,6 +219,8 @@ void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)
   if (callback) failureCallbacks_[listener] = std::move(callback);
   else failureCallbacks_.erase(listener);
 }
+
+int64_t TcpBootstrap::timeoutMs() const { return options_.timeoutMs > 0 ? options_.timeoutMs : bootstrapTimeoutMs(); }
 
 int TcpBootstrap::parentRankOf(int rank) const {
   return rank >= 0 && rank < static_cast<int>(parentRanks_.size()) ? parentRanks_[static_cast<size_t>(rank)] : -1;

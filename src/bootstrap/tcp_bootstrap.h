@@ -73,6 +73,8 @@ class TcpBootstrap final : public Bootstrap {
   // ---- rendezvous support (rendezvous.cc) ----
   const SockAddr& listenAddress() const { return listenAddr_; }
   const InitOptions& options() const { return options_; }
+  // Its control-plane waits: InitOptions::timeoutMs, else THESEUS_BOOTSTRAP_TIMEOUT_MS.
+  int64_t timeoutMs() const;
   // The wait of one rendezvous/control step: bootstrap timeout, abort flags.
   Wait controlWait(int64_t timeoutMs) const { return Wait::forMs(timeoutMs, options_.abort, parentAbort_); }
   // This rank's PeerInfo before the rendezvous (rank filled in by the caller).

@@ -1,10 +1,11 @@
 #include "comm/communicator.h"
 
 #include "comm/collective_engine.h"
+#include "comm/timeouts.h"
 
 namespace theseus::comm {
 
-Communicator::Communicator() = default;
+Communicator::Communicator() : timeoutMs_(configuredTimeoutMs()) {}
 
 Communicator::~Communicator() {
   releaseResources();

@@ -58,6 +58,12 @@ class Communicator {
   void setAsyncError(ncclResult_t code, const std::string& why = "");
   std::string asyncErrorMessage() const;
 
+  // The communicator's timeout (comm/timeouts.h; 0: none): THESEUS_TIMEOUT_MS at creation,
+  // theseusCommSetTimeout later. Read by the waits themselves, so a change applies at once.
+  int64_t timeoutMs() const { return timeoutMs_.load(std::memory_order_relaxed); }
+  const std::atomic<int64_t>& timeoutMsRef() const { return timeoutMs_; }
+  void setTimeoutMs(int64_t ms) { timeoutMs_.store(ms > 0 ? ms : 0, std::memory_order_relaxed); }
+
   AbortFlag& abortFlag() { return abort_; }
   const AbortFlag& abortFlag() const { return abort_; }
 
@@ -91,6 +97,7 @@ class Communicator {
   uint64_t commHash_ = 0;
   CommConfig config_;
   std::atomic<ncclResult_t> asyncError_{ncclInProgress};
+  std::atomic<int64_t> timeoutMs_;
   std::atomic<Lifecycle> lifecycle_{Lifecycle::kInitializing};
   mutable std::mutex errorMutex_;
   std::string asyncErrorMessage_;

@@ -18,6 +18,7 @@ Status Engine::startEpochs() {
   o.maxChannels = maxChannels();
   o.hostOf = hostOf_;
   o.participant = this;
+  o.timeoutMs = &comm_.timeoutMsRef();
   o.health = [this]() -> Status {
     TH_CHECK(health());
     for (int r : comm_.bootstrap()->departedRanks())

@@ -11,9 +11,11 @@
 #include "comm/communicator.h"
 #include "comm/group.h"
 #include "comm/profiling.h"
+#include "comm/timeouts.h"
 #include "common/log.h"
 #include "device/cuda_driver.h"
 #include "exec/executor.h"
+#include "exec/progress.h"
 
 namespace theseus::comm {
 namespace {
@@ -92,7 +94,12 @@ Status executeOps(std::vector<CommOps>& work) {
     events.resize(work.size());
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
   }
-  Status s = executor->run(lanes, exec::ExecOptions{});
+  exec::ExecOptions options;
+  int64_t commMs = 0;  // the shortest communicator timeout among the group's (comm/timeouts.h)
+  for (auto& w : work)
+    if (int64_t t = w.comm->timeoutMs(); t > 0 && (commMs == 0 || t < commMs)) commMs = t;
+  if (commMs > 0) options.stallTimeoutMs = boundedWaitMs(commMs, exec::configuredStallTimeoutMs());
+  Status s = executor->run(lanes, options);
   if (profiled)
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {

@@ -22,6 +22,7 @@
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
 #include "comm/root_cause.h"
+#include "comm/timeouts.h"
 #include "common/log.h"
 #include "common/nccl_variables.h"
 #include "device/cuda_driver.h"
@@ -216,6 +217,7 @@ Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUn
   bootstrap::InitOptions options;
   options.cudaDev = cudaDev;
   options.abort = &st->bootstrapAbort;
+  options.timeoutMs = boundedWaitMs(st->comm->timeoutMs(), bootstrap::bootstrapTimeoutMs());
   return finishInit(st->comm, bootstrap::createFromUniqueIds(ids, nIds, rank, nranks, options), cudaDev);
 }
 

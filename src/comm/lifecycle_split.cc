@@ -22,6 +22,7 @@
 #include "comm/lifecycle.h"
 #include "comm/lifecycle_internal.h"
 #include "comm/root_cause.h"
+#include "comm/timeouts.h"
 #include "common/log.h"
 
 namespace theseus::comm {
@@ -73,6 +74,8 @@ Status makeChild(Communicator* parent, const std::shared_ptr<LifecycleState>& ch
   bootstrap::InitOptions options;
   options.cudaDev = parent->cudaDev();
   options.abort = &child->bootstrapAbort;
+  child->comm->setTimeoutMs(parent->timeoutMs());  // a child inherits its parent's timeout
+  options.timeoutMs = boundedWaitMs(child->comm->timeoutMs(), bootstrap::bootstrapTimeoutMs());
   log::setThreadDevice(parent->cudaDev());
   Status s = finishInit(child->comm, bootstrap::createChild(*parent->bootstrap(), members, childId, options),
                         parent->cudaDev());

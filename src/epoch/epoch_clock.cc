@@ -72,8 +72,14 @@ void EpochClock::wake() {
 
 // ---- app thread -------------------------------------------------------------------------------
 
+int64_t EpochClock::effectiveWaitMs() const {
+  const int64_t comm = commTimeoutMs_ != nullptr ? commTimeoutMs_->load(std::memory_order_relaxed) : 0;
+  return comm > 0 && (waitTimeoutMs_ <= 0 || comm < waitTimeoutMs_) ? comm : waitTimeoutMs_;
+}
+
 Status EpochClock::advance(uint64_t seq) {
-  Deadline deadline = Deadline::afterMs(waitTimeoutMs_);
+  const int64_t waitMs = effectiveWaitMs();
+  Deadline deadline = Deadline::afterMs(waitMs);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (!failure_.isOk()) return failure_;
@@ -122,12 +128,12 @@ Status EpochClock::advance(uint64_t seq) {
       recomputeTriggerLocked();
       return Status::ok();
     }
-    TH_CHECK(waitAtHorizon(lock, seq, deadline));
+    TH_CHECK(waitAtHorizon(lock, seq, deadline, waitMs));
   }
 }
 
 // One bounded wait for the lease to move past seq (or the next epoch to be committed).
-Status EpochClock::waitAtHorizon(std::unique_lock<std::mutex>& lock, uint64_t seq, Deadline deadline) {
+Status EpochClock::waitAtHorizon(std::unique_lock<std::mutex>& lock, uint64_t seq, Deadline deadline, int64_t waitMs) {
   if (abort_ != nullptr && abort_->isSet())
     return remoteError("collective #%llu: the communicator was aborted while waiting for the epoch lease",
                        static_cast<unsigned long long>(seq));
@@ -140,8 +146,8 @@ Status EpochClock::waitAtHorizon(std::unique_lock<std::mutex>& lock, uint64_t se
   }
   if (deadline.expired())
     return remoteError("collective #%llu waited %lld ms for the leader (rank 0) to extend the epoch lease: %s "
-                       "(THESEUS_EPOCH_WAIT_TIMEOUT_MS)",
-                       static_cast<unsigned long long>(seq), static_cast<long long>(waitTimeoutMs_),
+                       "(THESEUS_EPOCH_WAIT_TIMEOUT_MS, THESEUS_TIMEOUT_MS)",
+                       static_cast<unsigned long long>(seq), static_cast<long long>(waitMs),
                        waitDescriptionLocked(seq).c_str());
   cv_.wait_for(lock, kWaitSlice);
   return Status::ok();

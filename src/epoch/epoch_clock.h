@@ -88,6 +88,9 @@ class EpochClock {
   bool mustAdvance(uint64_t seq) const { return seq >= trigger_.load(std::memory_order_relaxed); }
   // The slow path for collective `seq` (see above). On success current() is the epoch for seq.
   Status advance(uint64_t seq);
+  // The communicator's timeout (0: none), read at each wait: the shorter of it and the clock's
+  // own wait timeout applies (comm/timeouts.h).
+  void setCommTimeout(const std::atomic<int64_t>* timeoutMs) { commTimeoutMs_ = timeoutMs; }
   const Epoch& current() const { return *current_; }
   Epoch& current() { return *current_; }
 
@@ -120,11 +123,13 @@ class EpochClock {
 
   void recomputeTriggerLocked();
   void failLocked(const Status& why);
-  Status waitAtHorizon(std::unique_lock<std::mutex>& lock, uint64_t seq, Deadline deadline);
+  Status waitAtHorizon(std::unique_lock<std::mutex>& lock, uint64_t seq, Deadline deadline, int64_t waitMs);
+  int64_t effectiveWaitMs() const;
   std::string waitDescriptionLocked(uint64_t seq) const;
 
   const AbortFlag* abort_;
   int64_t waitTimeoutMs_;
+  const std::atomic<int64_t>* commTimeoutMs_ = nullptr;
   Hooks hooks_;
   std::atomic<uint64_t> trigger_{0};
   std::atomic<uint64_t> currentVersion_{0};

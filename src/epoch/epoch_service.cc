@@ -278,6 +278,7 @@ Result<std::unique_ptr<EpochService>> EpochService::create(const ServiceOptions&
     if (auto s = weak.lock()) s->wakeThread(true, false);
   };
   svc->clock_ = std::make_unique<EpochClock>(initial, h.horizon, h.reportAt, o.abort, kWaitTimeoutMs.get(), hooks);
+  svc->clock_->setCommTimeout(o.timeoutMs);
   TH_CHECK(svc->start(o, h.table));
   return svc;
 }

@@ -74,6 +74,8 @@ struct ServiceOptions {
   Participant* participant = nullptr;
   // Health of the communicator (async error, failed ranks), polled while waiting at the horizon.
   std::function<Status()> health;
+  // The communicator's timeout (comm/timeouts.h), which also bounds waits at the horizon.
+  const std::atomic<int64_t>* timeoutMs = nullptr;
 };
 
 class EpochService {

@@ -14,6 +14,7 @@
 
 #include "lifecycle_util.h"
 #include "mp_test.h"
+#include "theseus/theseus.h"
 
 using namespace lifecycle_test;
 using theseus::test::runRanks;
@@ -249,4 +250,40 @@ TEST(Failure, APeerDeathIsTheAsyncErrorWhileIdle) {
   EXPECT_EQ(r.exitCodes[0], 0) << r.describe();
   EXPECT_EQ(r.exitCodes[1], 0) << r.describe();
   EXPECT_EQ(r.exitCodes[2], 128 + SIGKILL) << r.describe();
+}
+
+// One timeout people can rely on (issue 14): theseusCommSetTimeout, or THESEUS_TIMEOUT_MS,
+// bounds every wait. Rank 1 does not take part in the allreduce; rank 0 fails after about the
+// communicator's 700 ms, not THESEUS_STALL_TIMEOUT_MS' 600 s. args[0]: "api" or "env".
+THESEUS_RANK_FN(comm_timeout) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  RANK_CHECK(theseusCommSetTimeout(comm, -1) == ncclInvalidArgument);
+  if (ctx.args.at(0) == "api") RANK_NCCL(theseusCommSetTimeout(comm, 700));
+  if (ctx.rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    (void)ncclCommAbort(comm);
+    return 0;
+  }
+  std::vector<float> x(1024, 1.0f);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr);
+  const double took = secondsSince(start);
+  const std::string why = ncclGetLastError(nullptr);
+  fprintf(stderr, "[rank 0] failed after %.2f s: %s\n", took, why.c_str());
+  RANK_CHECK(r != ncclSuccess);
+  RANK_CHECK(took >= 0.6 && took < 2.5);
+  RANK_CHECK(why.find("no progress for 700 ms") != std::string::npos);
+  (void)ncclCommAbort(comm);
+  return 0;
+}
+
+TEST(Failure, TheCommunicatorTimeoutBoundsEveryWait) {
+  for (const char* how : {"api", "env"}) {
+    SpawnOptions o;
+    o.args = {how};
+    if (std::string(how) == "env") o.env["THESEUS_TIMEOUT_MS"] = "700";
+    auto r = runRanks("comm_timeout", 2, o);
+    EXPECT_TRUE(r.allOk()) << how << ": " << r.describe();
+  }
 }
