@@ -60,7 +60,7 @@ Result<wire::Table> joinRoot(TcpBootstrap& b, const ncclUniqueId* ids, int nIds,
       auto listening = listenOn(root.addr, &bound, /*reuseAddr=*/true);
       if (!listening.isOk()) return listening.status().withContext("starting the root at NCCL_COMM_ID");
       fd = listening.value();
-      TH_CHECK(startRoot(fd, root.magic, bound));
+      TH_CHECK(startRoot(fd, root.magic, bound, /*lingerOnFailure=*/false));
     }
   }
   wire::RootJoin j;

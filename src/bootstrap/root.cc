@@ -51,7 +51,8 @@ std::string encodeForward(int rootIndex, int nranks, int nRoots, uint64_t idsHas
 
 class RootService {
  public:
-  RootService(int fd, uint64_t magic, SockAddr addr) : listenFd_(fd), magic_(magic), addr_(addr) {}
+  RootService(int fd, uint64_t magic, SockAddr addr, bool linger)
+      : listenFd_(fd), magic_(magic), addr_(addr), linger_(linger) {}
   ~RootService() { closeEverything(); }
   void run();
 
@@ -77,6 +78,7 @@ class RootService {
   int listenFd_;
   uint64_t magic_;
   SockAddr addr_;
+  bool linger_;
   std::vector<std::unique_ptr<Incoming>> incoming_;  // oldest first
   Admission admission_{"Bootstrap root", kMaxIncoming};
   bool started_ = false;
@@ -379,8 +381,11 @@ void RootService::finishFailure(const std::string& why, uint32_t frameType) {
   }
   // Ranks that have not joined yet would find the port closed and retry until their own
   // timeout, never learning why: the root keeps answering them with the reason until every
-  // rank of its share has heard it, its deadline passes, or kFailureLingerMs (a fixed
-  // NCCL_COMM_ID port must come free for the job's restart).
+  // rank of its share has heard it, its deadline passes, or kFailureLingerMs (see startRoot).
+  if (!linger_) {
+    done_ = true;
+    return;
+  }
   failed_ = true;
   failedWhy_ = why;
   failedType_ = frameType;
@@ -422,10 +427,10 @@ std::string describeRanks(const std::vector<int>& ranks) {
   return s;
 }
 
-Status startRoot(int listenFd, uint64_t magic, const SockAddr& addr) {
+Status startRoot(int listenFd, uint64_t magic, const SockAddr& addr, bool lingerOnFailure) {
   try {
-    std::thread([listenFd, magic, addr] {
-      RootService service(listenFd, magic, addr);
+    std::thread([listenFd, magic, addr, lingerOnFailure] {
+      RootService service(listenFd, magic, addr, lingerOnFailure);
       service.run();
     }).detach();
   } catch (const std::system_error& e) {

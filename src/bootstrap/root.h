@@ -26,8 +26,12 @@
 
 namespace theseus::bootstrap {
 
-// Starts the root service on `listenFd` (ownership passes to the service thread).
-Status startRoot(int listenFd, uint64_t magic, const SockAddr& addr);
+// Starts the root service on `listenFd` (ownership passes to the service thread). With
+// `lingerOnFailure` a failed rendezvous keeps answering late ranks with the reason for a while;
+// only for ids that are unique per attempt (ncclGetUniqueId): an NCCL_COMM_ID address is the
+// same for a job's next attempt, whose ranks must not get the previous attempt's failure, and
+// must be free for it at once.
+Status startRoot(int listenFd, uint64_t magic, const SockAddr& addr, bool lingerOnFailure);
 
 // "rank 3" / "ranks 2, 5 and 7" / "ranks 2, 3, 4, ... (12 in all)" for messages.
 std::string describeRanks(const std::vector<int>& ranks);

@@ -101,7 +101,7 @@ Status createUniqueId(ncclUniqueId* out, bool ignoreCommIdEnv) {
   id.magic = randomU64();
   int fd;
   TH_ASSIGN(fd, listenOn(ni.addr, &id.addr));
-  TH_CHECK(startRoot(fd, id.magic, id.addr));
+  TH_CHECK(startRoot(fd, id.magic, id.addr, /*lingerOnFailure=*/true));
   encodeRootId(id, out);
   TH_INFO(log::kBootstrap, "ncclGetUniqueId: root listening on %s", id.addr.toString().c_str());
   return Status::ok();

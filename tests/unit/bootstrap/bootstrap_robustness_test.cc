@@ -393,6 +393,36 @@ TEST(BootstrapRobustness, IdleConnectionsDoNotLockPeersOutOfARanksListener) {
   EXPECT_TRUE(m.comms[0]->failedRanks().empty());
 }
 
+// A rendezvous that failed keeps answering late ranks with the reason; on a fixed NCCL_COMM_ID
+// address that must not stop the job from starting again in the same process at once.
+TEST(BootstrapRobustness, AFailedRendezvousDoesNotHoldAnNcclCommIdAddress) {
+  SockAddr bound;
+  auto l = listenOn(SockAddr::parse("127.0.0.1:0").value(), &bound);
+  ASSERT_TRUE(l.isOk());
+  ::close(l.value());
+  ScopedEnv env("NCCL_COMM_ID", bound.toString());
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  {
+    // Rank 1 of 3 joins and dies (closes its connection) while rank 2 has not come yet: the
+    // root fails the rendezvous and stays to answer ranks that come late.
+    ScopedEnv timeout("THESEUS_BOOTSTRAP_TIMEOUT_MS", "30000");
+    std::jthread dies([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 has started the root
+      int fd = fakeJoin(id, 1, 3);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::close(fd);
+    });
+    auto failed = makeRanks(id, 3, {0});
+    ASSERT_FALSE(failed.status[0].isOk());
+    EXPECT_NE(failed.status[0].message().find("rank 1 closed its connection"), std::string::npos)
+        << failed.status[0].message();
+  }
+  auto again = makeRanks(id, 3, {0, 1, 2});
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(again.status[r].isOk()) << "rank " << r << ": " << again.status[r].message();
+  EXPECT_LT(again.seconds, 5.0);
+}
+
 TEST(BootstrapRobustness, OversizedControlMessageMarksTheSenderFailed) {
   impersonateAndSend(rawFrame(wire::kFirstUserType, 0xfffffff0u), "exceeds the limit");
 }
