@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,9 +91,10 @@ Trial trialFrom(const std::vector<std::string>& args) {
 
 }  // namespace
 
-Trial randomTrial(std::mt19937_64& gen) {
+Trial randomTrial(std::mt19937_64& gen, bool withInit) {
   Trial t;
-  t.phase = kPhases[gen() % (sizeof(kPhases) / sizeof(kPhases[0]))];
+  const size_t first = withInit ? 0 : 1;  // kPhases[0] is init
+  t.phase = kPhases[first + gen() % (sizeof(kPhases) / sizeof(kPhases[0]) - first)];
   t.victim = static_cast<int>(gen() % (t.phase == "shrink" ? 3 : 4));  // shrink: rank 3 is excluded alive
   const int maxUs = t.phase == "init" ? 60000 : t.phase == "destroy" ? 3000 : 150000;
   t.delayUs = static_cast<int>(gen() % static_cast<uint64_t>(maxUs));
@@ -127,7 +129,9 @@ THESEUS_RANK_FN(fault_trial) {
   auto start = Clock::now();
   if (t.phase == "init" && victim) armKiller(t.delayUs);
   ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  ncclUniqueId id = ctx.id;
+  if (getenv("NCCL_COMM_ID") != nullptr) RANK_NCCL(ncclGetUniqueId(&id));
+  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank);
   if (r != ncclSuccess) return judge(ctx, t, r, start, "ncclCommInitRank");
 
   if (t.phase == "destroy") {

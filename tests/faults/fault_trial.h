@@ -12,7 +12,8 @@
 //  - recover: ncclCommShrink(NCCL_SHRINK_ABORT) without the victim gives a communicator on
 //    which an allreduce returns the right sum (phases after init).
 // In the destroy phase survivors only have to return from ncclCommDestroy in time.
-// The rank function is `fault_trial`; a trial's parameters travel as its arguments.
+// The rank function is `fault_trial`; a trial's parameters travel as its arguments. With
+// NCCL_COMM_ID set (netns hosts) the ranks make their unique id from it.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,9 @@ struct Trial {
   uint64_t seed = 0;      // the collectives' sizes and kinds
 };
 
-Trial randomTrial(std::mt19937_64& gen);
+// `withInit` false: never the init phase (hosts that bootstrap through NCCL_COMM_ID have their
+// root in rank 0's process, so rank 0 dying in init takes the root along without a word).
+Trial randomTrial(std::mt19937_64& gen, bool withInit = true);
 std::vector<std::string> trialArgs(const Trial& t);
 std::string describe(const Trial& t);
 

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../faults/fault_trial.h"
 #include "checked_collectives.h"
 #include "mp_test.h"
 #include "theseus/theseus.h"
@@ -434,6 +435,31 @@ TEST_F(Netns, APartitionEndsInAStallErrorOnBothSidesNotAHang) {
   auto r = runRanks("netns_partition", 3, o);
   cut.join();
   EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// The randomized fault trials (tests/faults/fault_trial.h) across hosts: 4 ranks on 2 hosts, so
+// a kill is seen over real TCP between namespaces as well as over shared memory inside one.
+TEST_F(Netns, AnyRankKilledAtAnyMomentAcrossHosts) {
+  addHosts(2);
+  const char* trialsText = getenv("THESEUS_FAULT_TRIALS");
+  const int trials = trialsText != nullptr ? std::max(1, std::atoi(trialsText) / 10) : 6;
+  std::mt19937_64 gen(getpid());
+  for (int i = 0; i < trials; ++i) {
+    const fault_test::Trial t = fault_test::randomTrial(gen, /*withInit=*/false);
+    SpawnOptions o = options({0, 0, 1, 1});
+    o.env["NCCL_DEBUG"] = "WARN";
+    o.env["THESEUS_TRANSPORT"] = t.transport;
+    o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "5000";
+    o.env["THESEUS_STALL_TIMEOUT_MS"] = "15000";
+    if (t.phase == "swap") o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "3";
+    o.args = fault_test::trialArgs(t);
+    o.timeoutSec = 60;
+    auto r = runRanks("fault_trial", 4, o);
+    bool ok = r.exitCodes.size() == 4 && !r.timedOut;
+    for (size_t k = 0; ok && k < r.exitCodes.size(); ++k)
+      ok = r.exitCodes[k] == (r.ranks[k] == t.victim ? 128 + SIGKILL : 0);
+    EXPECT_TRUE(ok) << "trial " << i << " (" << fault_test::describe(t) << "): " << r.describe();
+  }
 }
 
 // NCCL_SOCKET_IFNAME picks the veth explicitly (and excluding it leaves nothing usable but lo).
