@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check fuzz fuzz-merge soak clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check fuzz fuzz-merge soak demo-recovery clean
 
 all: build
 
@@ -26,6 +26,10 @@ build: configure
 
 run: build
 	scripts/demo.sh $(BUILD)
+
+# A job that loses a rank and goes on: the survivors shrink it away (docs/reliability.md).
+demo-recovery: build
+	scripts/recovery-demo.sh $(BUILD)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|bench|faults|soak' $(CTEST_FLAGS)

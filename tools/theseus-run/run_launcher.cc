@@ -181,11 +181,12 @@ void Launcher::reap() {
       r.running = false;
       r.status = status;
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping_) {
-        firstFailed_ = static_cast<int>(i);
-        stopAll(SIGTERM, "rank " + std::to_string(i) + " (pid " + std::to_string(pid) + ", host " +
-                             plan_.hosts[plan_.ranks[i].host] + ") " + describeStatus(status));
-      }
+      if (!failed || stopping_) continue;
+      if (firstFailed_ < 0) firstFailed_ = static_cast<int>(i);
+      const std::string who = "rank " + std::to_string(i) + " (pid " + std::to_string(pid) + ", host " +
+                              plan_.hosts[plan_.ranks[i].host] + ") " + describeStatus(status);
+      if (o_.keepGoing) note(who + "; the others go on (--keep-going)");
+      else stopAll(SIGTERM, who);
     }
   }
 }

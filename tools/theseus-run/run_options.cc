@@ -73,6 +73,8 @@ std::string parseOptions(int argc, const char* const* argv, Options* out) {
       if (!(err = value(a, &v)).empty() || !(err = parseSeconds(a, v, &o.killGraceSec)).empty()) return err;
     } else if (a == "--tag-output") {
       o.tagOutput = true;
+    } else if (a == "--keep-going") {
+      o.keepGoing = true;
     } else if (a == "--output-dir") {
       if (!(err = value(a, &v)).empty()) return err;
       if (v.empty()) return "--output-dir: empty directory name";
@@ -133,6 +135,9 @@ std::string usageText() {
          "                       joined by veth pairs to a bridge, so ranks talk over real TCP (root)\n"
          "  --timeout S          kill every rank and exit 124 after S seconds\n"
          "  --tag-output         prefix every output line with [rank]\n"
+         "  --keep-going         a rank that fails does not stop the others (jobs that recover from\n"
+         "                       a lost rank, e.g. with ncclCommShrink); the exit status is still the\n"
+         "                       first failing rank's\n"
          "  --output-dir D       write D/rank.<r>.out and D/rank.<r>.err instead\n"
          "  --kill-grace S       seconds between SIGTERM and SIGKILL when stopping ranks (3)\n"
          "  --ompi-env           also set OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}\n"

@@ -24,6 +24,7 @@ struct Options {
   double timeoutSec = 0;       // 0: none
   double killGraceSec = 3;     // SIGTERM -> SIGKILL
   bool tagOutput = false;
+  bool keepGoing = false;      // a failing rank does not stop the others (fault-tolerant jobs)
   std::string outputDir;
   bool ompiEnv = false;
   bool cleanupNetns = false;
