@@ -14,27 +14,14 @@
 
 #include "fault_trial.h"
 #include "mp_test.h"
+#include "scoped_env.h"
 
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
 namespace {
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using theseus::test::ScopedEnv;
 
 int envInt(const char* name, int fallback) {
   const char* v = getenv(name);
@@ -57,17 +44,8 @@ TEST(Faults, AnyRankKilledAtAnyMoment) {
   std::map<std::string, Tally> byPhase;
   for (int i = 0; i < trials; ++i) {
     const fault_test::Trial t = fault_test::randomTrial(gen);
-    SpawnOptions o;
-    o.env["THESEUS_TRANSPORT"] = t.transport;
-    o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "5000";
-    o.env["THESEUS_STALL_TIMEOUT_MS"] = "15000";
-    if (t.phase == "swap") o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "3";
-    o.args = fault_test::trialArgs(t);
-    o.timeoutSec = 60;
-    auto r = runRanks("fault_trial", 4, o);
-    bool ok = r.exitCodes.size() == 4 && !r.timedOut;
-    for (size_t k = 0; ok && k < r.exitCodes.size(); ++k)
-      ok = r.exitCodes[k] == (r.ranks[k] == t.victim ? 128 + SIGKILL : 0);
+    theseus::test::SpawnResult r;
+    const bool ok = fault_test::runTrial(t, SpawnOptions{}, &r);
     Tally& tally = byPhase[t.phase];
     ++tally.trials;
     tally.maxSeconds = std::max(tally.maxSeconds, r.seconds);

@@ -103,8 +103,18 @@ Trial randomTrial(std::mt19937_64& gen, bool withInit) {
   return t;
 }
 
-std::vector<std::string> trialArgs(const Trial& t) {
-  return {t.phase, std::to_string(t.victim), std::to_string(t.delayUs), std::to_string(t.seed)};
+bool runTrial(const Trial& t, theseus::test::SpawnOptions o, theseus::test::SpawnResult* r) {
+  o.env["THESEUS_TRANSPORT"] = t.transport;
+  o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "5000";
+  o.env["THESEUS_STALL_TIMEOUT_MS"] = "15000";
+  if (t.phase == "swap") o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "3";
+  o.args = {t.phase, std::to_string(t.victim), std::to_string(t.delayUs), std::to_string(t.seed)};
+  o.timeoutSec = 60;
+  *r = theseus::test::runRanks("fault_trial", 4, o);
+  bool ok = r->exitCodes.size() == 4 && !r->timedOut;
+  for (size_t k = 0; ok && k < r->exitCodes.size(); ++k)
+    ok = r->exitCodes[k] == (r->ranks[k] == t.victim ? 128 + SIGKILL : 0);
+  return ok;
 }
 
 std::string describe(const Trial& t) {

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "mp_test.h"
+
 namespace fault_test {
 
 constexpr double kSurvivorLimitSec = 20.0;
@@ -36,7 +38,10 @@ struct Trial {
 // `withInit` false: never the init phase (hosts that bootstrap through NCCL_COMM_ID have their
 // root in rank 0's process, so rank 0 dying in init takes the root along without a word).
 Trial randomTrial(std::mt19937_64& gen, bool withInit = true);
-std::vector<std::string> trialArgs(const Trial& t);
 std::string describe(const Trial& t);
+
+// Runs trial `t` as 4 ranks of `fault_trial` on top of `base` (a netns test's options, say) and
+// returns whether it passed: the victim killed, every survivor exiting 0, no timeout.
+bool runTrial(const Trial& t, theseus::test::SpawnOptions base, theseus::test::SpawnResult* result);
 
 }  // namespace fault_test

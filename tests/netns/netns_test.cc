@@ -47,6 +47,17 @@ bool logShows(const std::string& base, const std::string& what, int seconds = 10
   return false;
 }
 
+// Waits (up to 20 s) until <base>.<what>.<r> exists for every rank r < n; false on timeout.
+bool everyRankWrote(const std::string& base, const std::string& what, int n) {
+  for (int i = 0; i < 2000; ++i) {
+    bool all = true;
+    for (int r = 0; r < n; ++r) all = all && access((base + "." + what + "." + std::to_string(r)).c_str(), F_OK) == 0;
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 std::vector<int> hostsFrom(const std::string& csv) {
   std::vector<int> h;
   std::stringstream ss(csv);
@@ -407,12 +418,7 @@ THESEUS_RANK_FN(netns_partition) {
   // Abort only once every rank has failed on its own: an abort looks like a failure to the
   // others, who would rightly name it.
   std::ofstream(log + ".failed." + std::to_string(ctx.rank)) << "\n";
-  for (int i = 0; i < 2000; ++i) {
-    bool all = true;
-    for (int r = 0; r < ctx.nranks; ++r) all = all && access((log + ".failed." + std::to_string(r)).c_str(), F_OK) == 0;
-    if (all) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  (void)everyRankWrote(log, "failed", ctx.nranks);
   (void)ncclCommAbort(comm);
   return 0;
 }
@@ -423,12 +429,7 @@ TEST_F(Netns, APartitionEndsInAStallErrorOnBothSidesNotAHang) {
   o.env["THESEUS_STALL_TIMEOUT_MS"] = "3000";
   o.timeoutSec = 90;
   std::thread cut([&] {
-    for (int i = 0; i < 3000; ++i) {
-      bool all = true;
-      for (int r = 0; r < 3; ++r) all = all && access((logBase_ + ".ready." + std::to_string(r)).c_str(), F_OK) == 0;
-      if (all) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    EXPECT_TRUE(everyRankWrote(logBase_, "ready", 3));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(run("ip netns exec " + sw_ + " ip link set thv" + tag_ + "b1 down"), 0);
   });
@@ -448,17 +449,8 @@ TEST_F(Netns, AnyRankKilledAtAnyMomentAcrossHosts) {
     const fault_test::Trial t = fault_test::randomTrial(gen, /*withInit=*/false);
     SpawnOptions o = options({0, 0, 1, 1});
     o.env["NCCL_DEBUG"] = "WARN";
-    o.env["THESEUS_TRANSPORT"] = t.transport;
-    o.env["THESEUS_BOOTSTRAP_TIMEOUT_MS"] = "5000";
-    o.env["THESEUS_STALL_TIMEOUT_MS"] = "15000";
-    if (t.phase == "swap") o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "3";
-    o.args = fault_test::trialArgs(t);
-    o.timeoutSec = 60;
-    auto r = runRanks("fault_trial", 4, o);
-    bool ok = r.exitCodes.size() == 4 && !r.timedOut;
-    for (size_t k = 0; ok && k < r.exitCodes.size(); ++k)
-      ok = r.exitCodes[k] == (r.ranks[k] == t.victim ? 128 + SIGKILL : 0);
-    EXPECT_TRUE(ok) << "trial " << i << " (" << fault_test::describe(t) << "): " << r.describe();
+    theseus::test::SpawnResult r;
+    EXPECT_TRUE(fault_test::runTrial(t, o, &r)) << "trial " << i << " (" << fault_test::describe(t) << "): " << r.describe();
   }
 }
 

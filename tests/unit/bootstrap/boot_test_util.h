@@ -12,25 +12,11 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
 #include "common/deadline.h"
+#include "../../common/scoped_env.h"
 
 namespace theseus::bootstrap::testing {
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using ::theseus::test::ScopedEnv;
 
 struct Made {
   std::vector<std::unique_ptr<Bootstrap>> comms;  // by rank (null where creation failed)
@@ -81,6 +67,15 @@ bool eventually(F cond, int ms = 5000) {
 }
 
 // A plain blocking TCP connection to "ip:port".
+// A loopback address whose port was free a moment ago (for NCCL_COMM_ID).
+inline SockAddr freeLoopbackAddress() {
+  SockAddr bound;
+  auto l = listenOn(SockAddr::parse("127.0.0.1:0").value(), &bound);
+  EXPECT_TRUE(l.isOk());
+  if (l.isOk()) ::close(l.value());
+  return bound;
+}
+
 inline int rawConnect(const std::string& address) {
   auto addr = SockAddr::parse(address);
   EXPECT_TRUE(addr.isOk()) << address;

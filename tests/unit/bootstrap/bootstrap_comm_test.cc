@@ -52,11 +52,7 @@ TEST(BootstrapComm, CommHashesDifferBetweenCommunicators) {
   auto a = makeComm(2), b = makeComm(2);
   EXPECT_NE(a.comms[0]->commHash(), b.comms[0]->commHash());
   // Even with the same NCCL_COMM_ID (the id bytes are then identical), each creation differs.
-  SockAddr bound;
-  auto l = listenOn(SockAddr::parse("127.0.0.1:0").value(), &bound);
-  ASSERT_TRUE(l.isOk());
-  ::close(l.value());
-  ScopedEnv env("NCCL_COMM_ID", bound.toString());
+  ScopedEnv env("NCCL_COMM_ID", testing::freeLoopbackAddress().toString());
   ncclUniqueId id;
   ASSERT_TRUE(createUniqueId(&id).isOk());
   auto e1 = makeRanks(id, 3, {0, 1, 2});

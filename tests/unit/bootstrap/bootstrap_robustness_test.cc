@@ -396,11 +396,7 @@ TEST(BootstrapRobustness, IdleConnectionsDoNotLockPeersOutOfARanksListener) {
 // A rendezvous that failed keeps answering late ranks with the reason; on a fixed NCCL_COMM_ID
 // address that must not stop the job from starting again in the same process at once.
 TEST(BootstrapRobustness, AFailedRendezvousDoesNotHoldAnNcclCommIdAddress) {
-  SockAddr bound;
-  auto l = listenOn(SockAddr::parse("127.0.0.1:0").value(), &bound);
-  ASSERT_TRUE(l.isOk());
-  ::close(l.value());
-  ScopedEnv env("NCCL_COMM_ID", bound.toString());
+  ScopedEnv env("NCCL_COMM_ID", testing::freeLoopbackAddress().toString());
   ncclUniqueId id;
   ASSERT_TRUE(createUniqueId(&id).isOk());
   {
