@@ -14,7 +14,8 @@
 # BUILD_DIR/corpus/<target>/, crash/leak/timeout reproducers to BUILD_DIR/artifacts/<target>/, the
 # fuzzer's output to BUILD_DIR/logs/<target>.log. A reproducer replays with
 #   BUILD_DIR/bin/fuzz_<target> BUILD_DIR/artifacts/<target>/crash-...
-# and, once fixed, belongs in the repository corpus (copy it there) so fuzz_replay_<target> keeps it fixed.
+# and, once fixed, belongs in the repository corpus as tests/fuzz/corpus/<target>/regress-<what> so that
+# fuzz_replay_<target> keeps it fixed (merges never drop regress-* files).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,24 +76,28 @@ dict_args() {
   return 0
 }
 
-# ---- merge: the repository corpus = its seeds + a minimal set of what fuzzing found -----------------
+# ---- merge: the repository corpus = its seeds and regression inputs + a minimal set of what fuzzing found --
+# seed-*: written by tests/fuzz/make_seeds.py; regress-*: reproducers of fixed bugs, kept whatever their
+# coverage; every other file is replaced by the merge's output (named by SHA-1).
 if [[ $mode == merge ]]; then
   for t in "${targets[@]}"; do
     work=$BUILD_DIR/corpus/$t
     out=$(mktemp -d "$BUILD_DIR/merge-$t.XXXXXX")
     old=$(mktemp -d "$BUILD_DIR/merge-old-$t.XXXXXX")
     mkdir -p "$work"
-    cp "$REPO_CORPUS/$t"/seed-* "$out"/
-    find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' -exec cp {} "$old"/ \;
+    find "$REPO_CORPUS/$t" -maxdepth 1 -type f \( -name 'seed-*' -o -name 'regress-*' \) -exec cp {} "$out"/ \;
+    find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' ! -name 'regress-*' -exec cp {} "$old"/ \;
     "$BUILD_DIR/bin/fuzz_$t" -merge=1 -max_len="$(max_len "$t")" -timeout="$FUZZ_TIMEOUT" \
       -rss_limit_mb="$FUZZ_RSS_MB" $(dict_args "$t") "$out" "$old" "$work" > "$BUILD_DIR/logs/$t-merge.log" 2>&1 ||
       { echo "$t: merge failed (see $BUILD_DIR/logs/$t-merge.log)" >&2; exit 1; }
-    find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' -delete
-    find "$out" -maxdepth 1 -type f ! -name 'seed-*' -exec cp {} "$REPO_CORPUS/$t"/ \;
+    find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' ! -name 'regress-*' -delete
+    find "$out" -maxdepth 1 -type f ! -name 'seed-*' ! -name 'regress-*' -exec cp {} "$REPO_CORPUS/$t"/ \;
     rm -rf "$out" "$old"
-    found=$(find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' | wc -l)
-    kb=$(find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' -printf '%s\n' | awk '{s+=$1} END {print int(s/1024)}')
-    echo "$t: $found inputs found by fuzzing kept ($kb KB) besides $(ls "$REPO_CORPUS/$t" | grep -c '^seed-') seeds"
+    found=$(find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' ! -name 'regress-*' | wc -l)
+    kb=$(find "$REPO_CORPUS/$t" -maxdepth 1 -type f ! -name 'seed-*' ! -name 'regress-*' -printf '%s\n' |
+      awk '{s+=$1} END {print int(s/1024)}')
+    echo "$t: $found inputs found by fuzzing kept ($kb KB) besides $(ls "$REPO_CORPUS/$t" | grep -c '^seed-') seeds" \
+      "and $(ls "$REPO_CORPUS/$t" | grep -c '^regress-') regression inputs"
     if [[ $kb -gt $MAX_CORPUS_KB ]]; then
       echo "$t: more than $MAX_CORPUS_KB KB; merge with a smaller max_len or drop inputs" >&2
     fi

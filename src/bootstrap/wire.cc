@@ -1,5 +1,7 @@
 #include "bootstrap/wire.h"
 
+#include "common/log.h"
+
 namespace theseus::bootstrap::wire {
 namespace {
 
@@ -122,7 +124,13 @@ Result<Frame> recvFrame(int fd, size_t maxBytes, const Wait& wait, const std::st
 }
 
 std::string describeUnexpected(const Frame& f, const char* expected) {
-  if (f.type == kError || f.type == kTimedOut) return f.payload.substr(0, 4096);
+  if (f.type == kError || f.type == kTimedOut) {
+    // The text comes from another process (or whatever connected): escaped, bounded, never empty.
+    std::string why = log::printable(f.payload, 4096);
+    if (!why.empty()) return why;
+    return f.type == kError ? "the peer reported a failure without saying why"
+                            : "the peer reported a timeout without saying why";
+  }
   return "unexpected message type " + std::to_string(f.type) + " (expected " + expected + ")";
 }
 

@@ -138,7 +138,8 @@ Status decodeLinkJoin(std::string_view payload, LinkJoin* j);
 // Frames on blocking-style connections.
 Status sendFrame(int fd, uint32_t type, std::string_view payload, const Wait& wait, const std::string& what);
 Result<Frame> recvFrame(int fd, size_t maxBytes, const Wait& wait, const std::string& what);
-// A kError/kTimedOut frame's text, or a description of an unexpected frame.
+// A kError/kTimedOut frame's text (control and non-ASCII bytes escaped, at most 4 KiB, never
+// empty), or a description of an unexpected frame.
 std::string describeUnexpected(const Frame& f, const char* expected);
 // The failure a rendezvous reply that is not `expected` stands for: a timeout for
 // kTimedOut (the caller sees ncclTimeout), a remote error otherwise.

@@ -72,32 +72,70 @@ std::string DecisionTable::serialize() const {
     }
   }
   j["ranges"] = rs;
-  return j.dump();
+  // A policy plugin's `why` is any NUL-terminated text: bytes that are not UTF-8 become U+FFFD
+  // instead of an exception from the JSON library.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+
+using Json = nlohmann::json;
+
+// Strict readers for the wire format: the text comes from another process, so
+// every field must have exactly its type (nlohmann's get<> would convert a
+// float to an integer, which is undefined behaviour when it is out of range).
+Result<uint64_t> unsignedField(const Json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_unsigned())
+    return invalidArgument("decision table: %s: \"%s\" must be a non-negative integer", where.c_str(), key);
+  return it->get<uint64_t>();
+}
+
+Result<std::string> stringField(const Json& obj, const char* key, const std::string& where, bool optional = false) {
+  auto it = obj.find(key);
+  if (optional && it == obj.end()) return std::string();
+  if (it == obj.end() || !it->is_string())
+    return invalidArgument("decision table: %s: \"%s\" must be a string", where.c_str(), key);
+  return it->get<std::string>();
+}
+
+}  // namespace
+
 Result<DecisionTable> DecisionTable::deserialize(const std::string& text) {
+  Json j;
   try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    if (j.value("format", 0) != 1) return invalidArgument("decision table: unknown wire format");
-    DecisionTable t;
-    t.version_ = j.at("version").get<uint64_t>();
-    for (const auto& r : j.at("ranges")) {
-      Decision d;
-      d.schedule = r.at("schedule").get<std::string>();
-      auto params = schedule::ScheduleParams::parse(r.at("params").get<std::string>());
-      if (!params.isOk()) return params.status();
-      d.params = params.take();
-      d.sliceBytes = r.at("slice").get<uint64_t>();
-      d.why = r.value("why", "");
-      int c = r.at("collective").get<int>();
-      if (c < 0 || c >= kCollectives) return invalidArgument("decision table: bad collective %d", c);
-      TH_CHECK(t.add(static_cast<schedule::Collective>(c), r.at("min").get<uint64_t>(), r.at("max").get<uint64_t>(),
-                     std::move(d)));
-    }
-    return t;
+    j = Json::parse(text);
   } catch (const std::exception& e) {
     return invalidArgument("decision table: malformed message: %s", e.what());
   }
+  if (!j.is_object()) return invalidArgument("decision table: malformed message: not a JSON object");
+  auto format = j.find("format");
+  if (format == j.end() || !format->is_number_unsigned() || format->get<uint64_t>() != 1)
+    return invalidArgument("decision table: unknown wire format");
+  DecisionTable t;
+  TH_ASSIGN(t.version_, unsignedField(j, "version", "the table"));
+  auto ranges = j.find("ranges");
+  if (ranges == j.end() || !ranges->is_array()) return invalidArgument("decision table: \"ranges\" must be an array");
+  for (size_t i = 0; i < ranges->size(); ++i) {
+    const Json& r = (*ranges)[i];
+    const std::string where = "range " + std::to_string(i);
+    if (!r.is_object()) return invalidArgument("decision table: %s is not an object", where.c_str());
+    Decision d;
+    TH_ASSIGN(d.schedule, stringField(r, "schedule", where));
+    TH_ASSIGN(std::string paramText, stringField(r, "params", where));
+    auto params = schedule::ScheduleParams::parse(paramText);
+    if (!params.isOk()) return params.status().withContext("decision table: " + where);
+    d.params = params.take();
+    TH_ASSIGN(d.sliceBytes, unsignedField(r, "slice", where));
+    TH_ASSIGN(d.why, stringField(r, "why", where, /*optional=*/true));
+    TH_ASSIGN(uint64_t c, unsignedField(r, "collective", where));
+    if (c >= static_cast<uint64_t>(kCollectives))
+      return invalidArgument("decision table: %s: bad collective %llu", where.c_str(), static_cast<unsigned long long>(c));
+    TH_ASSIGN(uint64_t minBytes, unsignedField(r, "min", where));
+    TH_ASSIGN(uint64_t maxBytes, unsignedField(r, "max", where));
+    TH_CHECK(t.add(static_cast<schedule::Collective>(c), minBytes, maxBytes, std::move(d)));
+  }
+  return t;
 }
 
 std::string DecisionTable::describe() const {

@@ -64,7 +64,10 @@ Status parseTime(const std::string& s, uint64_t* ns) {
   else if (endsWith(s, "s", &head)) scale = 1e9;
   if (scale == 0 || !parseNumber(head, &v))
     return invalidArgument("'%s' is not a time (e.g. 50us, 2ms, 5s)", s.c_str());
-  *ns = static_cast<uint64_t>(v * scale);
+  // Nanoseconds must fit in 64 bits (converting a larger double is undefined): up to 584 years.
+  const double ns64 = v * scale;
+  if (!(ns64 < 18446744073709551616.0)) return invalidArgument("'%s' is too long (at most 584 years)", s.c_str());
+  *ns = static_cast<uint64_t>(ns64);
   return Status::ok();
 }
 
@@ -72,8 +75,8 @@ Status parseRate(const std::string& s, EmulationRule* r) {
   std::string head;
   double v = 0;
   if (endsWith(s, "%", &head)) {
-    if (!parseNumber(head, &v) || v <= 0 || v > 100)
-      return invalidArgument("'%s' is not a percentage in (0, 100]", s.c_str());
+    if (!parseNumber(head, &v) || v < 0.001 || v > 100)
+      return invalidArgument("'%s' is not a percentage in [0.001, 100]", s.c_str());
     r->fraction = v / 100.0;
     return Status::ok();
   }
@@ -83,6 +86,8 @@ Status parseRate(const std::string& s, EmulationRule* r) {
   else if (endsWith(s, "Gbps", &head)) scale = 1.0 / 8;
   if (scale == 0 || !parseNumber(head, &v) || v <= 0)
     return invalidArgument("'%s' is not a rate (e.g. 10%%, 2GB/s, 500MB/s, 25Gbps)", s.c_str());
+  // Slower than 1 KB/s a message would hold the wire for days: a typo, not an emulation.
+  if (v * scale < 1e-6) return invalidArgument("'%s' is below the slowest rate, 1 KB/s", s.c_str());
   r->bytesPerNs = v * scale;
   return Status::ok();
 }
@@ -224,7 +229,8 @@ bool LinkEmulation::activeNow(const EmulationRule& r) const {
 uint64_t LinkEmulation::straggleNs() const {
   uint64_t ns = 0;
   for (const auto& r : rules_)
-    if (r.kind == EmulationRule::Kind::kStraggle && (r.from < 0 || r.from == rank_) && activeNow(r)) ns += r.ns;
+    if (r.kind == EmulationRule::Kind::kStraggle && (r.from < 0 || r.from == rank_) && activeNow(r))
+      ns = r.ns > UINT64_MAX - ns ? UINT64_MAX : ns + r.ns;  // several long rules saturate
   return ns;
 }
 

@@ -5,12 +5,13 @@
 //
 // Grammar (rules separated by ';', spaces ignored):
 //   throttle:<link>:<rate>[@<window>]    rate: <p>% (of what the link achieves
-//                                        unthrottled), <x>GB/s, <x>MB/s or <x>Gbps
+//                                        unthrottled, 0.001..100), <x>GB/s, <x>MB/s
+//                                        or <x>Gbps (at least 1 KB/s)
 //   latency:<link>:<time>[@<window>]     every message arrives <time> later
 //   straggle:<ranks>:<time>[@<window>]   the rank starts each collective <time> late
 //   <link>   := <ranks>-><ranks> (one direction) | <ranks><-><ranks> (both)
 //   <ranks>  := a rank number or '*' (every rank)
-//   <time>   := <x>us | <x>ms | <x>s
+//   <time>   := <x>us | <x>ms | <x>s        (below 2^64 ns, about 584 years)
 //   <window> := seq=<a>-[<b>]           collectives a <= seq < b of the communicator
 //             | t=<a><unit>-[<b><unit>] seconds (s) or milliseconds (ms) since the
 //                                       communicator was created on that rank

@@ -28,6 +28,13 @@
 namespace theseus::transport {
 namespace {
 
+// How long a message holds the emulated wire, in whole ns. The parser's bounds keep real rules far
+// below the cap (about 31 years); it only keeps the conversion defined and now + service from wrapping.
+uint64_t serviceNs(double ns) {
+  constexpr double kCap = 1e18;
+  return ns < kCap ? static_cast<uint64_t>(ns) : static_cast<uint64_t>(kCap);
+}
+
 constexpr uint64_t kMinWindowBytes = 64 << 10;  // a window with less measures latency, not throughput
 constexpr double kSampleWeight = 0.3;
 
@@ -92,10 +99,10 @@ class EmulatedSend final : public SendConnection {
     for (const EmulationRule* r : rules_) {
       if (!emu_->activeNow(*r)) continue;
       if (r->bytesPerNs > 0) {
-        service = std::max(service, static_cast<uint64_t>(double(bytes) / r->bytesPerNs));
+        service = std::max(service, serviceNs(double(bytes) / r->bytesPerNs));
       } else if (r->fraction > 0 && r->fraction < 1 && nsPerByte_ > 0) {
         windowLearns_ = false;  // throttled: this window says nothing about the natural rate
-        service = std::max(service, static_cast<uint64_t>(double(bytes) * nsPerByte_ * (1.0 / r->fraction - 1.0)));
+        service = std::max(service, serviceNs(double(bytes) * nsPerByte_ * (1.0 / r->fraction - 1.0)));
       }
     }
     wireFree_ = now + service;

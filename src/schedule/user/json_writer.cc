@@ -9,7 +9,10 @@
 namespace theseus::schedule::user {
 namespace {
 
-std::string quote(const std::string& s) { return nlohmann::json(s).dump(); }
+// Bytes that are not UTF-8 (an MSCCL file's text) become U+FFFD: the JSON library throws on them otherwise.
+std::string quote(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string rangeJson(const ChunkRange& r) {
   std::string out = std::string(bufName(r.buf)) + "[" + std::to_string(r.first);

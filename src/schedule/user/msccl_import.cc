@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "common/log.h"
 #include "schedule/user/json_schedule.h"
 #include "schedule/user/msccl_model.h"
 
@@ -321,7 +322,9 @@ Result<std::shared_ptr<FixedSchedule>> parseMscclXml(const std::string& text, co
   info.minBytes = algo.minBytes;
   info.maxBytes = algo.maxBytes;
   info.contentHash = fnv1a(text);
-  info.description = "MSCCL algo '" + algo.name + "'" + (algo.proto.empty() ? "" : " (proto " + algo.proto + ")");
+  // The XML's text is any bytes: shown in logs and tools (and exported as JSON), so escaped.
+  info.description = "MSCCL algo '" + log::printable(algo.name, 128) + "'" +
+                     (algo.proto.empty() ? "" : " (proto " + log::printable(algo.proto, 32) + ")");
   std::vector<FixedProgram> programs;
   programs.push_back(std::move(fp));
   return FixedSchedule::create(std::move(info), algo.collective, std::move(programs));

@@ -73,6 +73,12 @@ TEST(EmulationSyntax, BadRulesNameTheRuleAndTheProblem) {
   expectError("straggle:3:1ms@when=1-2", "seq= or t=");
   expectError("straggle:3:1ms@t=1-2s", "not a time");
   expectError("latency:0->1:1us;throttle:0->1:x", "rule 2");
+  // Bounds (found by fuzzing: a time beyond 2^64 ns was converted, which is undefined behaviour).
+  expectError("straggle:*:2ms@t=0ms-5111111111111111111111111111111111111111111111110ms", "too long");
+  expectError("latency:0->1:1e300s", "too long");
+  expectError("throttle:0->1:0.0001%", "percentage in [0.001, 100]");
+  expectError("throttle:0->1:1e-300GB/s", "slowest rate, 1 KB/s");
+  EXPECT_TRUE(parseEmulation("throttle:0->1:0.001%;throttle:1->0:0.002MB/s;latency:0->1:18000000000s").isOk());
 }
 
 TEST(EmulationWindows, SeqAndTime) {
@@ -88,6 +94,12 @@ TEST(EmulationWindows, SeqAndTime) {
   EXPECT_EQ(emu.straggleNs(), 0u);
   other.onCollective(12);
   EXPECT_EQ(other.straggleNs(), 0u);  // rank 2 is not the straggler of rule 1, and the time window closed
+}
+
+// Straggle rules add up, saturating instead of wrapping to a short delay.
+TEST(EmulationWindows, LongStragglesSaturate) {
+  LinkEmulation emu(parseEmulation("straggle:*:18000000000s;straggle:1:18000000000s").take(), 1, 2);
+  EXPECT_EQ(emu.straggleNs(), UINT64_MAX);
 }
 
 // A receive connection whose messages all arrived long ago.

@@ -121,6 +121,51 @@ TEST(RandomTables, ValidForEveryCollectiveAndDeterministic) {
   EXPECT_FALSE(epoch::randomTable(1, 1, 4, {}).sameDecisions(epoch::randomTable(1, 2, 4, {})));
 }
 
+// The table's wire format is read strictly (a PREPARE comes from another process): numbers must be
+// integers of the right sign (found by fuzzing: a float beyond 2^64 for "min" was converted, which
+// is undefined behaviour), fields must have their types, and a plugin's non-UTF-8 `why` serializes.
+TEST(DecisionTableWire, RejectsWhatIsNotExactlyItsFormatAndSerializesAnyWhy) {
+  auto table = [](const std::string& range) {
+    return R"({"format": 1, "version": 3, "ranges": [)" + range + "]}";
+  };
+  const std::string good = R"({"collective": 4, "min": 0, "max": 65536, "schedule": "ring", "params": "", "slice": 0})";
+  ASSERT_TRUE(policy::DecisionTable::deserialize(table(good)).isOk());
+  struct Case {
+    std::string text, expect;
+  };
+  const std::vector<Case> cases = {
+      {table(R"({"collective": 4, "min": 1.8464e19, "max": 1, "schedule": "ring", "params": "", "slice": 0})"),
+       "\"min\" must be a non-negative integer"},
+      {table(R"({"collective": 4.5, "min": 0, "max": 1, "schedule": "ring", "params": "", "slice": 0})"),
+       "\"collective\" must be a non-negative integer"},
+      {table(R"({"collective": 4, "min": 0, "max": 1, "schedule": "ring", "params": "", "slice": -64})"),
+       "\"slice\" must be a non-negative integer"},
+      {table(R"({"collective": 7, "min": 0, "max": 1, "schedule": 3, "params": "", "slice": 0})"),
+       "\"schedule\" must be a string"},
+      {table(R"({"collective": 11, "min": 0, "max": 1, "schedule": "ring", "params": "", "slice": 0})"),
+       "bad collective 11"},
+      {table(R"({"collective": 4, "min": 0, "max": 1, "schedule": "ring", "params": "", "slice": 0, "why": 1})"),
+       "\"why\" must be a string"},
+      {R"({"format": 1.0, "version": 3, "ranges": []})", "unknown wire format"},
+      {R"({"format": 1, "version": 1e300, "ranges": []})", "\"version\" must be a non-negative integer"},
+      {R"([1, 2])", "not a JSON object"},
+      {R"({"format": 1, "version": 1, "ranges": [1]})", "range 0 is not an object"},
+  };
+  for (const Case& c : cases) {
+    auto t = policy::DecisionTable::deserialize(c.text);
+    ASSERT_FALSE(t.isOk()) << c.text;
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
+  }
+  policy::DecisionTable t;
+  policy::Decision d;
+  d.schedule = "ring";
+  d.why = "plugin says \xff\xfe";
+  ASSERT_TRUE(t.add(schedule::Collective::kAllReduce, 0, UINT64_MAX, d).isOk());
+  auto copy = policy::DecisionTable::deserialize(t.serialize());
+  ASSERT_TRUE(copy.isOk()) << copy.status().message();
+  EXPECT_TRUE(copy.value().sameDecisions(t));
+}
+
 TEST(Telemetry, RecordsInOrderAndCounters) {
   telemetry::Recorder rec(0, 4, nullptr, nullptr, 8);
   exec::Plan p;
