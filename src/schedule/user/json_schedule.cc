@@ -12,6 +12,7 @@
 // verifier's job afterwards.
 #include "schedule/user/json_schedule.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -314,6 +315,12 @@ FixedProgram readProgram(const json& obj, const std::string& path, ProgramFields
   if (blocks * p.chunksPerBlock > (1ull << 31))
     fail(path, "%llu blocks of %u chunks exceed the chunk index range", static_cast<unsigned long long>(blocks),
          p.chunksPerBlock);
+  const uint64_t slots = chunkSlots(c, p.nranks, p.chunksPerBlock, p.scratchBlocks);
+  if (slots > kMaxChunkSlots)
+    fail(path, "%d ranks with %llu chunks each (input, output and scratch) are %llu chunk slots, more than the %llu "
+         "a schedule may have (fewer ranks, chunks_per_block or scratch_blocks)", p.nranks,
+         static_cast<unsigned long long>(slots / p.nranks), static_cast<unsigned long long>(slots),
+         static_cast<unsigned long long>(kMaxChunkSlots));
   const std::string ranksPath = child(path, "ranks");
   const json& ranks = required(obj, path, "ranks");
   if (!ranks.is_array()) fail(ranksPath, "expected an array with one entry per rank, got %s", typeName(ranks));
@@ -389,6 +396,15 @@ std::vector<FixedProgram> readPrograms(const json& doc, Collective c) {
 }
 
 }  // namespace
+
+uint64_t chunkSlots(Collective c, int nranks, uint64_t chunksPerBlock, uint64_t scratchBlocks) {
+  // Each factor is below 2^32, so the blocks of a rank times chunks per block fit in 64 bits; so does
+  // that times nranks (< 2^17) unless the chunks alone are past 2^47, which then saturates.
+  const uint64_t perRank =
+      (uint64_t{inputBlocks(c, nranks)} + outputBlocks(c, nranks) + scratchBlocks) * chunksPerBlock;
+  const uint64_t n = static_cast<uint64_t>(std::max(nranks, 0));
+  return n != 0 && perRank > UINT64_MAX / n ? UINT64_MAX : perRank * n;
+}
 
 Result<std::string> readScheduleFile(const std::string& path) {
   FILE* f = fopen(path.c_str(), "rb");

@@ -29,6 +29,12 @@ constexpr uint32_t kMaxUserChannels = 32;
 constexpr uint32_t kMaxStepsPerRank = 1 << 20;
 constexpr uint32_t kMaxDepsPerStep = 1024;
 constexpr size_t kMaxScheduleFileBytes = size_t{1} << 30;
+// Chunk slots of a program: nranks x the chunks of a rank's input, output and scratch buffers. The
+// verifier keeps state for every slot (about 100 bytes each), so a file's few bytes must not claim
+// more (an alltoall of 3,000 ranks with empty programs, 9 KB of JSON, took 4 GB and 9 s). 2^22
+// covers an alltoall of 1,448 ranks at one chunk per block.
+constexpr uint64_t kMaxChunkSlots = uint64_t{1} << 22;
+uint64_t chunkSlots(Collective c, int nranks, uint64_t chunksPerBlock, uint64_t scratchBlocks);
 
 // Parses and verifies a document; `path` names it in messages.
 Result<std::shared_ptr<FixedSchedule>> parseJsonSchedule(const std::string& text, const std::string& path);

@@ -212,6 +212,13 @@ Result<FixedProgram> lower(const XAlgo& a, const std::string& path) {
   if (p.scratchBlocks > kMaxScratchBlocks)
     return invalidArgument("%s: s_chunks=%lld needs %u scratch blocks, more than the limit of %u", path.c_str(),
                            static_cast<long long>(scratch), p.scratchBlocks, kMaxScratchBlocks);
+  // Before anything allocates per chunk (the scratch re-layout, the verifier).
+  const uint64_t slots = chunkSlots(p.collective, p.nranks, p.chunksPerBlock, p.scratchBlocks);
+  if (slots > kMaxChunkSlots)
+    return invalidArgument("%s: %d gpus with %llu chunks each (input, output and scratch, from nchunksperloop and "
+                           "s_chunks) are %llu chunk slots, more than the %llu a schedule may have", path.c_str(),
+                           p.nranks, static_cast<unsigned long long>(slots / p.nranks),
+                           static_cast<unsigned long long>(slots), static_cast<unsigned long long>(kMaxChunkSlots));
   p.ranks.resize(a.ngpus);
   auto origins = std::make_shared<std::vector<std::vector<Origin>>>(a.ngpus);
   for (const XGpu& g : a.gpus) TH_CHECK(lowerGpu(g, path, &p.ranks[g.id], &(*origins)[g.id]));

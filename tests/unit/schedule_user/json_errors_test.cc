@@ -58,6 +58,9 @@ std::vector<Case> cases() {
        {"missing required field \"nranks\""}},
       {"missing ranks", R"({"version": 1, "name": "t", "collective": "allreduce", "nranks": 1})",
        {"missing required field \"ranks\""}},
+      // 9 KB of empty alltoall ranks took 4 GB and 9 s in the verifier before the chunk-slot limit.
+      {"too many chunk slots", R"({"version": 1, "name": "t", "collective": "alltoall", "nranks": 3000, "ranks": []})",
+       {"/: 3000 ranks with 6000 chunks each (input, output and scratch) are 18000000 chunk slots, more than the 4194304"}},
       {"too few ranks", R"({"version": 1, "name": "t", "collective": "allreduce", "nranks": 2, "ranks": [[]]})",
        {"/ranks: has 1 entries but nranks is 2"}},
       {"unknown op", doc("", with0(R"({"op": "sendd", "peer": 1, "src": "input[0]"})"), good1()),

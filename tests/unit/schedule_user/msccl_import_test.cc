@@ -191,6 +191,11 @@ std::vector<Bad> badCases() {
       {"missing gpu", ok.substr(0, ok.find("<gpu id=\"1\"")) + "</algo>", {"ngpus=2 but there is no <gpu id=\"1\">"}},
       {"no layout", replaced(ok, "inplace=\"0\"", "inplace=\"0\" outofplace=\"0\""), {"the algorithm serves no layout"}},
       {"unsupported redop", allgather2("", " redop=\"avg\""), {"redop=\"avg\" is not supported"}},
+      // 2^31 scratch chunks made the scratch re-layout allocate gigabytes before the chunk-slot limit.
+      {"too many chunk slots",
+       "<algo name=\"big\" nchannels=\"1\" nchunksperloop=\"65536\" ngpus=\"1\" coll=\"allreduce\" inplace=\"0\">"
+       "<gpu id=\"0\" i_chunks=\"0\" o_chunks=\"0\" s_chunks=\"2147483647\"></gpu></algo>",
+       {"1 gpus with 2147614720 chunks each", "more than the 4194304 a schedule may have"}},
       // Found by the verifier after lowering: location of the step in the XML.
       {"wrong result", replaced(ok, "type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\"",
                                 "type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\""),
