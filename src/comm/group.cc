@@ -230,12 +230,17 @@ Status enqueueOp(Communicator* comm, const OpDesc& op) {
     work[0].ops.clear();
     work[0].ops.push_back(op);
     work[0].groupApiEvent = nullptr;
+    // The profiler's events belong to the call too: counted in flight around them, so an abort
+    // from another thread releases the communicator (its profiler session) only after them.
+    LifecycleState* st = comm->lifecycleState();
+    if (st != nullptr) st->opsInFlight.fetch_add(1);
     profileApiStart(comm, work[0].ops.back(), nullptr);
     const bool wasBusy = busy;
     busy = true;
     Status s = runOpsNow(work);
     busy = wasBusy;
     profileApiStop(comm, work[0].ops.back());
+    if (st != nullptr) st->opsInFlight.fetch_sub(1);
     return s;
   }
   auto it = std::find_if(tGroup.ops.begin(), tGroup.ops.end(), [&](const CommOps& c) { return c.comm == comm; });
