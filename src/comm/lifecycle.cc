@@ -92,7 +92,7 @@ Status runInit(const std::shared_ptr<LifecycleState>& st, const std::vector<nccl
 
 Status checkInitArgs(ncclComm_t* newcomm, int nranks, const ncclUniqueId* ids, int nIds, int rank) {
   if (newcomm == nullptr) return invalidArgument("newcomm is NULL");
-  *newcomm = nullptr;
+  __atomic_store_n(newcomm, nullptr, __ATOMIC_RELEASE);  // another thread may be watching it (see above)
   if (ids == nullptr) return invalidArgument("unique id is NULL");
   if (nranks < 1) return invalidArgument("nranks %d is invalid (must be at least 1)", nranks);
   if (rank < 0 || rank >= nranks) return invalidArgument("rank %d is out of range [0, %d)", rank, nranks);

@@ -108,7 +108,7 @@ THESEUS_RANK_FN(soak_rank) {
   std::ofstream(dir + "/stats." + std::to_string(ctx.rank))
       << total << " " << seconds << " " << rssFirst << " " << rssLast << " " << fdsFirst << " " << fdsLast << " "
       << version << "\n";
-  RANK_CHECK(fdsLast == fdsFirst);
+  RANK_CHECK(fdsLast <= fdsFirst);  // a transient descriptor (a connection being set up) may be open at the first sample
   RANK_CHECK(rssLast - rssFirst <= kMaxRssGrowthKiB);
   if (ending == "kill") {
     if (ctx.rank == 1) raise(SIGKILL);
