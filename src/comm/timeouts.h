@@ -8,16 +8,13 @@
 
 #include <cstdint>
 
+#include "common/deadline.h"
+
 namespace theseus::comm {
 
 // THESEUS_TIMEOUT_MS (0 or negative: none): new communicators start with it.
 int64_t configuredTimeoutMs();
 
-// The bound for a wait whose own limit is `ownMs` (<= 0: none) under communicator timeout
-// `commMs` (<= 0: none): the shorter positive one, 0 when neither is set.
-inline int64_t boundedWaitMs(int64_t commMs, int64_t ownMs) {
-  if (commMs <= 0) return ownMs > 0 ? ownMs : 0;
-  return ownMs > 0 && ownMs < commMs ? ownMs : commMs;
-}
+// Each wait applies boundedWaitMs(communicator timeout, its own limit) (common/deadline.h).
 
 }  // namespace theseus::comm

@@ -15,6 +15,13 @@ inline uint64_t nowNs() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
 }
 
+// The bound for a wait whose own limit is `ownMs` under an overall timeout `capMs` (<= 0:
+// none, for either): the shorter positive one, 0 when neither is set (comm/timeouts.h).
+inline int64_t boundedWaitMs(int64_t capMs, int64_t ownMs) {
+  if (capMs <= 0) return ownMs > 0 ? ownMs : 0;
+  return ownMs > 0 && ownMs < capMs ? ownMs : capMs;
+}
+
 class Deadline {
  public:
   // A deadline `ms` milliseconds from now; ms < 0 means never.

@@ -74,7 +74,7 @@ void EpochClock::wake() {
 
 int64_t EpochClock::effectiveWaitMs() const {
   const int64_t comm = commTimeoutMs_ != nullptr ? commTimeoutMs_->load(std::memory_order_relaxed) : 0;
-  return comm > 0 && (waitTimeoutMs_ <= 0 || comm < waitTimeoutMs_) ? comm : waitTimeoutMs_;
+  return boundedWaitMs(comm, waitTimeoutMs_);
 }
 
 Status EpochClock::advance(uint64_t seq) {

@@ -52,6 +52,11 @@ enum class Collective : uint8_t {
   kScatter = 9,
   kGather = 10,
 };
+// Every collective, in enum order (for tests and tools that ask about each).
+inline constexpr Collective kEveryCollective[] = {Collective::kBroadcast,     Collective::kReduce,
+                                                  Collective::kAllGather,     Collective::kReduceScatter,
+                                                  Collective::kAllReduce,     Collective::kAlltoAll,
+                                                  Collective::kScatter,       Collective::kGather};
 const char* collectiveName(Collective c);          // "allreduce", "allgather", ...
 bool parseCollective(const std::string& name, Collective* out);
 bool isReducing(Collective c);                      // reduce, reducescatter, allreduce

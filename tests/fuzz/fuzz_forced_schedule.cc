@@ -19,16 +19,8 @@
 #include "policy/default_selector.h"
 #include "schedule/user/user_schedules.h"
 
-namespace {
-
 using namespace theseus;
 using schedule::Collective;
-
-const Collective kCollectives[] = {Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
-                                   Collective::kReduceScatter, Collective::kAllReduce, Collective::kAlltoAll,
-                                   Collective::kScatter,   Collective::kGather};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (fuzz::tooLong(size, 4 << 10)) return 0;
@@ -36,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (text.find(".so") != std::string::npos) return 0;
   const std::vector<policy::ForcedSchedule> entries = policy::parseForcedSchedules(text);
   for (const policy::ForcedSchedule& e : entries) FUZZ_CHECK(!e.schedule.empty() || e.collective >= 0, "an empty entry");
-  for (Collective c : kCollectives) {
+  for (Collective c : schedule::kEveryCollective) {
     const std::string forced = policy::forcedFor(entries, c);
     if (forced.empty()) continue;
     (void)schedule::user::knows(forced);

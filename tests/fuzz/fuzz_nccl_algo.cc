@@ -17,16 +17,8 @@
 #include "policy/default_selector.h"
 #include "schedule/builtins.h"
 
-namespace {
-
 using namespace theseus;
 using schedule::Collective;
-
-const Collective kCollectives[] = {Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
-                                   Collective::kReduceScatter, Collective::kAllReduce, Collective::kAlltoAll,
-                                   Collective::kScatter,   Collective::kGather};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (fuzz::tooLong(size, 4 << 10)) return 0;
@@ -34,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto algo = policy::AlgoFilter::parse(text);
   if (algo.isOk()) {
     (void)algo.value().describe();
-    for (Collective c : kCollectives) {
+    for (Collective c : schedule::kEveryCollective) {
       (void)algo.value().restricts(c);
       for (const std::string& name : schedule::builtinNames()) (void)algo.value().allows(c, name);
       for (int n : {1, 2, 5, 8}) {
@@ -52,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto proto = policy::AlgoFilter::parseProtocols(text);
   if (proto.isOk()) {
     (void)proto.value().describe();
-    for (Collective c : kCollectives)
+    for (Collective c : schedule::kEveryCollective)
       for (const char* p : {"LL", "LL128", "Simple"}) (void)proto.value().allows(c, p);
   } else {
     FUZZ_CHECK(proto.status().message().rfind("NCCL_PROTO='", 0) == 0, "an error that does not name NCCL_PROTO: %s",

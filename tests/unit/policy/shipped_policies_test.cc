@@ -15,10 +15,6 @@ namespace {
 using namespace testing;
 using schedule::Collective;
 
-const Collective kAll[] = {Collective::kBroadcast, Collective::kReduce,   Collective::kAllGather,
-                           Collective::kReduceScatter, Collective::kAllReduce, Collective::kAlltoAll,
-                           Collective::kScatter,   Collective::kGather};
-
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -51,7 +47,7 @@ TEST(StaticPolicy, ReproducesTheDefaultSelector) {
       auto f = evaluate(*file.value(), input(v, n, kSec, hostOf));
       ASSERT_TRUE(f.isOk());
       EXPECT_TRUE(t.value().sameDecisions(f.value()));
-      for (Collective c : kAll) {
+      for (Collective c : schedule::kEveryCollective) {
         for (uint64_t bytes : {uint64_t(0), uint64_t(1), small, small + 1, uint64_t(1) << 20, uint64_t(1) << 34}) {
           Choice want = defaultChoice({c, sizeClass(bytes), n, nodes}, AlgoFilter::fromEnv());
           const Decision* got = t.value().lookup(c, bytes);
