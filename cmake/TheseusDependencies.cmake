@@ -73,3 +73,10 @@ message(STATUS "Theseus: CUDA parts ${THESEUS_HAVE_CUDA}; MPI ${MPI_CXX_FOUND}")
 # The reference NCCL (for ABI tests), shipped with the CUDA toolkit on dev machines.
 find_path(THESEUS_REF_NCCL_INCLUDE nccl.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include NO_DEFAULT_PATH)
 find_library(THESEUS_REF_NCCL_LIB NAMES libnccl.so.2 nccl PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib /usr/local/cuda/lib64 NO_DEFAULT_PATH)
+
+# The IB network (src/transport/ib) compiles against rdma-core's <infiniband/verbs.h>
+# (libibverbs-dev) and loads libibverbs.so.1 at run time, so libnccl.so.2 runs without it.
+find_path(THESEUS_VERBS_INCLUDE_DIR infiniband/verbs.h)
+if(NOT THESEUS_VERBS_INCLUDE_DIR)
+  message(FATAL_ERROR "infiniband/verbs.h not found: install libibverbs-dev (scripts/setup-deps.sh does)")
+endif()

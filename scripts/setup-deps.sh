@@ -14,6 +14,7 @@ required=(
   nlohmann-json3-dev   # JSON schedules, policies, attributes
   libtinyxml2-dev      # MSCCL XML import
   libhwloc-dev         # host topology (GPUs, NICs, NUMA nodes) for NIC choice
+  libibverbs-dev       # the IB network's verbs headers (libibverbs itself is loaded at run time, if there)
   libgtest-dev         # unit and multi-process tests
   libgmock-dev
   libbenchmark-dev     # micro-benchmarks

@@ -92,8 +92,8 @@ struct Reason {
   const char* why;
 };
 const Reason kReasons[] = {
-    {"IB_", "no InfiniBand/RoCE transport yet (Theseus moves data over shared memory and TCP)"},
-    {"IBVERBS_LIB", "no InfiniBand/RoCE transport yet"},
+    {"IB_", "a feature Theseus' IB network does not have (it honours NCCL_IB_HCA, _DISABLE, _GID_INDEX, "
+            "_ROCE_VERSION_NUM, _ADDR_FAMILY, _TIMEOUT, _RETRY_CNT, _SL, _TC, _PKEY, _QPS_PER_CONNECTION)"},
     {"GIN_", "the device-initiated networking API (GIN) is not implemented"},
     {"GDAKI_", "the device-initiated networking API (GIN) is not implemented"},
     {"RMA_", "one-sided RMA operations are refused (no copy-engine or proxy path)"},

@@ -67,6 +67,12 @@ void shipAttributes(Shared& s) {
     }
   }
   if (s.transports != nullptr) {
+    for (const auto& [name, value] : s.transports->liveAttributes()) {
+      auto old = s.store->get(name);
+      if (old && old->value == value) continue;  // a set would ship a snapshot
+      Status st = s.store->set(name, value, attrs::Source::kProbe);
+      if (!st.isOk()) TH_INFO(log::kAttrs, "rank %d: attribute %s: %s", s.rank, name.c_str(), st.message().c_str());
+    }
     for (int p = 0; p < s.nranks; ++p) {
       if (p == s.rank) continue;
       transport::PeerStats st = s.transports->stats(p);

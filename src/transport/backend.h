@@ -82,6 +82,9 @@ class Backend {
   virtual uint64_t memoryBytes() const { return 0; }
   // Attributes of this rank the backend settled at set-up (TransportManager::setUpAttributes).
   virtual void setUpAttributes(std::vector<std::pair<std::string, double>>* out) const { (void)out; }
+  // Attributes of this rank that change while the job runs (a NIC port's state), read every
+  // attribute interval (TransportManager::liveAttributes).
+  virtual void liveAttributes(std::vector<std::pair<std::string, double>>* out) const { (void)out; }
 };
 
 }  // namespace theseus::transport

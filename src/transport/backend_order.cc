@@ -7,6 +7,9 @@
 
 #include "common/log.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/ib/ib_devices.h"
+#include "transport/ib/ib_net.h"
+#include "transport/ib/ib_settings.h"
 #include "transport/netplugin/net_backend.h"
 #include "transport/netplugin/net_plugin.h"
 #include "transport/shm/shm_backend.h"
@@ -16,7 +19,7 @@ namespace theseus::transport {
 namespace {
 
 // The networks Theseus has, by NCCL's names.
-const char* const kNetworks[] = {"Socket"};
+const char* const kNetworks[] = {"IB", "Socket"};
 
 // NCCL_NET_PLUGIN: the plugin NCCL would use, loaded, initialised and queried once per process
 // (netplugin/net_plugin.h; v6..v10 plugins expect one init()) and kept loaded, as NCCL keeps it.
@@ -46,6 +49,47 @@ const netplugin::NetPlugin* queryNetPlugin(const BackendContext& ctx) {
   return plugin;
 }
 
+// Theseus' IB network (ib/ib_net.h), started once per process when verbs devices are there.
+// Null: none (the reason is logged once at INFO).
+const netplugin::NetPlugin* queryIbNetwork(const BackendContext& ctx) {
+  static std::mutex mu;
+  static bool done = false;
+  static const netplugin::NetPlugin* network = nullptr;  // never unloaded
+  std::lock_guard<std::mutex> lock(mu);
+  if (done) return network;
+  done = true;
+  const ib::IbDevices& devices = ib::IbDevices::get();
+  if (devices.devices().empty()) {
+    TH_INFO(log::kInit | log::kNet, "IB: not used: %s", devices.why().c_str());
+    return nullptr;
+  }
+  auto n = netplugin::NetPlugin::internal(ib::ibNet(), ib::kIbNetVersion, "built in, " + devices.verbs()->path,
+                                          ctx.boot ? ctx.boot->commHash() : 0);
+  if (!n.isOk()) {
+    TH_WARN("%s; the IB network is not used", n.status().message().c_str());
+    return nullptr;
+  }
+  TH_INFO(log::kInit | log::kNet, "%s", n.value()->describe().c_str());
+  network = n.take().release();
+  return network;
+}
+
+// rank.<r>.net_up (1 while the port is active, 0 once it went down) and rank.<r>.net_errors (the
+// asynchronous errors the HCA reported: fatal QP and CQ errors) for the IB device a rank uses.
+void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<std::string, double>>* out) {
+  const auto& devices = ib::IbDevices::get().devices();
+  if (device < 0 || device >= static_cast<int>(devices.size())) return;
+  const ib::IbDevice* d = devices[static_cast<size_t>(device)];
+  out->emplace_back(prefix + "net_up", d->up.load() ? 1.0 : 0.0);
+  out->emplace_back(prefix + "net_errors", static_cast<double>(d->asyncErrors.load()));
+}
+
+// The IB backend exists on every rank unless IB is off by configuration (NCCL_IB_DISABLE=1, or
+// THESEUS_TRANSPORT=socket): then no rank makes it (the configuration is the same everywhere).
+bool wantsIbBackend(const BackendContext& ctx) {
+  return !ib::IbSettings::get().disable && !ctx.config.socketOnly;
+}
+
 // Whether the plugin carries traffic: NCCL_NET unset or naming it. Errors for a NCCL_NET that names
 // no network Theseus has.
 Result<bool> checkNetwork(const BackendContext& ctx, const netplugin::NetPlugin* plugin) {
@@ -55,6 +99,13 @@ Result<bool> checkNetwork(const BackendContext& ctx, const netplugin::NetPlugin*
     TH_INFO(log::kInit | log::kNet, "NCCL_P2P_DISABLE=1 has no effect: Theseus has no GPU peer-to-peer transport yet");
   if (config.net.empty()) return plugin != nullptr;
   if (plugin && strcasecmp(config.net.c_str(), plugin->name().c_str()) == 0) return true;
+  if (strcasecmp(config.net.c_str(), "IB") == 0) {
+    if (!wantsIbBackend(ctx) || queryIbNetwork(ctx) == nullptr)
+      return invalidUsage("NCCL_NET/netName 'IB': the IB network is not available here (%s)",
+                          !wantsIbBackend(ctx) ? "NCCL_IB_DISABLE=1 or THESEUS_TRANSPORT=socket"
+                                               : ib::IbDevices::get().why().c_str());
+    return false;
+  }
   for (const char* n : kNetworks)
     if (strcasecmp(config.net.c_str(), n) == 0) return false;
   std::string available;
@@ -82,22 +133,36 @@ Result<std::vector<std::unique_ptr<Backend>>> makeBackends(const BackendContext&
         out.push_back(std::make_unique<ShmBackend>(ctx, true));
       } else if (name == "socket") {
         out.push_back(std::make_unique<SocketBackend>(ctx));
+      } else if (name == "ib") {
+        const netplugin::NetPlugin* network = queryIbNetwork(ctx);
+        if (network == nullptr)
+          return invalidUsage("transport backend 'ib': the IB network is not available (%s)",
+                              ib::IbDevices::get().why().c_str());
+        out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, network, true, Kind::kIb, ibDeviceProbe));
       } else if (name == "netplugin") {
         const netplugin::NetPlugin* plugin = queryNetPlugin(ctx);
         if (plugin == nullptr) return invalidUsage("transport backend 'netplugin': no NCCL net plugin is loaded");
         out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, plugin, true));
       } else {
-        return invalidArgument("transport backend '%s' does not exist (backends: shm, netplugin, socket)",
+        return invalidArgument("transport backend '%s' does not exist (backends: shm, netplugin, ib, socket)",
                                name.c_str());
       }
     }
     return out;
   }
+  const TransportConfig& config = ctx.config;
   const netplugin::NetPlugin* plugin = queryNetPlugin(ctx);
   TH_ASSIGN(bool usePlugin, checkNetwork(ctx, plugin));
   out.push_back(std::make_unique<ShmBackend>(ctx, ctx.config.mode == TransportMode::kAuto));
   if (wantsPluginBackend(ctx, plugin))
     out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, plugin, usePlugin));
+  if (wantsIbBackend(ctx)) {
+    // Used when NCCL_NET is unset (after a plugin) or names IB.
+    const bool useIb = config.net.empty() || strcasecmp(config.net.c_str(), "IB") == 0;
+    const netplugin::NetPlugin* network = useIb ? queryIbNetwork(ctx) : nullptr;
+    out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, network, network != nullptr, Kind::kIb,
+                                                                ibDeviceProbe));
+  }
   out.push_back(std::make_unique<SocketBackend>(ctx));
   return out;
 }

@@ -11,8 +11,8 @@ namespace theseus::transport {
 namespace {
 
 const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
-                            "Data transport between ranks: 'auto' (shared memory on one host, TCP sockets between "
-                            "hosts) or 'socket' (TCP everywhere)");
+                            "Data transport between ranks: 'auto' (shared memory on one host; between hosts a net "
+                            "plugin, IB or TCP sockets) or 'socket' (TCP everywhere)");
 const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
 const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
                            "1 disables GPU peer-to-peer transports (CUDA IPC); Theseus has none yet, so it changes "
@@ -86,6 +86,7 @@ Result<TransportConfig> readTransportConfig() {
     c.mode = TransportMode::kAuto;
   } else if (strcasecmp(mode.c_str(), "socket") == 0 || strcasecmp(mode.c_str(), "tcp") == 0) {
     c.mode = TransportMode::kSocket;
+    c.socketOnly = true;
   } else {
     return invalidArgument("THESEUS_TRANSPORT='%s' is not one of auto, shm, socket", mode.c_str());
   }

@@ -19,6 +19,7 @@ enum class TransportMode : uint8_t {
 
 struct TransportConfig {
   TransportMode mode = TransportMode::kAuto;
+  bool socketOnly = false;  // THESEUS_TRANSPORT=socket: no shm and no IB either
 
   // Shared-memory FIFOs (one per sender, channel) in the receiver's inbox.
   // 8 x 128 KiB: measured against 64 KiB..1 MiB slots, the FIFO that stays in

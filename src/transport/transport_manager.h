@@ -71,6 +71,9 @@ class TransportManager {
   // Facts the backends settled at set-up, as attributes of this rank (the NIC and rail it
   // uses, its NUMA node); fixed for the communicator's life.
   virtual std::vector<std::pair<std::string, double>> setUpAttributes() const { return {}; }
+  // Facts that change while the job runs (the state of the NIC port this rank uses), read by the
+  // epoch thread every attribute interval and published when they change.
+  virtual std::vector<std::pair<std::string, double>> liveAttributes() const { return {}; }
 
   // One direction of one channel with `peer` for the device executor, or an
   // error when the communicator has none with that peer (not local, or not set up).

@@ -278,6 +278,12 @@ std::vector<std::pair<std::string, double>> TransportManagerImpl::setUpAttribute
   return out;
 }
 
+std::vector<std::pair<std::string, double>> TransportManagerImpl::liveAttributes() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& b : backends_) b->liveAttributes(&out);
+  return out;
+}
+
 PeerStats TransportManagerImpl::stats(int peer) const {
   PeerStats s;
   if (peer < 0 || peer >= nranks_) return s;

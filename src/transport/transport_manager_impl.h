@@ -36,6 +36,7 @@ class TransportManagerImpl final : public TransportManager {
   bool sharesCores() const override { return sharesCores_; }
   PeerStats stats(int peer) const override;
   std::vector<std::pair<std::string, double>> setUpAttributes() const override;
+  std::vector<std::pair<std::string, double>> liveAttributes() const override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
   uint64_t memoryBytes() const override;

@@ -28,8 +28,8 @@ Status NetPluginBackend::setUp() {
                (all[static_cast<size_t>(r)].empty() ? std::string("none") : "'" + all[static_cast<size_t>(r)] + "'");
   }
   if (!others.empty())
-    TH_WARN("NCCL net plugin '%s': not every rank loaded it (%s); those pairs use Theseus' internal networks",
-            mine.c_str(), others.c_str());
+    TH_WARN("%s '%s': not every rank has it (%s); those pairs use the next network",
+            plugin_->builtIn() ? "network" : "NCCL net plugin", mine.c_str(), others.c_str());
   if (enabled_) {
     const auto& peers = ctx_.boot->peers();
     const int cudaDev = ctx_.rank < static_cast<int>(peers.size()) ? peers[static_cast<size_t>(ctx_.rank)].cudaDev : -1;
@@ -48,8 +48,8 @@ bool NetPluginBackend::canConnect(int peer) const {
 void NetPluginBackend::assigned(const std::vector<bool>& mine) {
   peers_ = static_cast<int>(std::count(mine.begin(), mine.end(), true));
   if (peers_ > 0)
-    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through NCCL net plugin '%s' device %d (%s; %s)%s",
-            ctx_.rank, peers_, plugin_->name().c_str(), device_,
+    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through %s '%s' device %d (%s; %s)%s",
+            ctx_.rank, peers_, plugin_->builtIn() ? "network" : "NCCL net plugin", plugin_->name().c_str(), device_,
             plugin_->devices()[static_cast<size_t>(device_)].describe().c_str(), choice_.why.c_str(),
             choice_.cpus.empty() ? "" : (", progress thread on the NIC's " + std::to_string(choice_.cpus.size()) +
                                          " NUMA-local CPU(s)").c_str());
@@ -102,7 +102,7 @@ std::string NetPluginBackend::pendingReceives(const std::vector<int>& peers, int
     if (!e.receive || e.channel >= channels || !e.client->settingUp()) continue;
     if (std::find(peers.begin(), peers.end(), e.peer) == peers.end()) continue;
     out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(e.peer) + " channel " +
-           std::to_string(e.channel) + " (net plugin)";
+           std::to_string(e.channel) + (plugin_->builtIn() ? " (" + plugin_->name() + ")" : " (net plugin)");
   }
   return out;
 }
@@ -115,8 +115,14 @@ void NetPluginBackend::setUpAttributes(std::vector<std::pair<std::string, double
   if (choice_.numa >= 0) out->emplace_back(me + "nic_numa", choice_.numa);
 }
 
+void NetPluginBackend::liveAttributes(std::vector<std::pair<std::string, double>>* out) const {
+  if (peers_ == 0 || probe_ == nullptr) return;
+  probe_(device_, "rank." + std::to_string(ctx_.rank) + ".", out);
+}
+
 std::string NetPluginBackend::summary() const {
   if (peers_ == 0) return "";
+  if (plugin_->builtIn()) return std::to_string(peers_) + " over " + plugin_->name();
   return std::to_string(peers_) + " over NCCL net plugin '" + plugin_->name() + "'";
 }
 

@@ -1,6 +1,7 @@
 // NetPluginBackend: an NCCL net plugin (net_plugin.h) as a transport backend
 // (backend.h), ahead of the internal Socket network (backend_order.h says
-// when). Connections are net_connection.h's.
+// when); Theseus' own IB network (ib/ib_net.h) has the same table and runs in
+// a second instance of this backend. Connections are net_connection.h's.
 //
 // Set-up is one allGather of {plugin name, version} (made by every rank that
 // has the backend, even when its plugin is unusable, so the rounds line up):
@@ -12,6 +13,7 @@
 // that NIC's NUMA node.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,12 +28,18 @@ namespace theseus::transport::netplugin {
 
 class NetPluginBackend final : public Backend {
  public:
-  // `plugin`: the process's loaded plugin, or null; `enabled`: this rank offers it.
-  NetPluginBackend(const BackendContext& ctx, const NetPlugin* plugin, bool enabled)
-      : ctx_(ctx), plugin_(plugin), enabled_(enabled && plugin != nullptr) {}
+  // `plugin`: the process's loaded plugin (or built-in network: `kind` kIb), or null;
+  // `enabled`: this rank offers it.
+  // What the network knows about the state of one of its devices, as attributes named
+  // `prefix` + name (the IB network: net_up, net_errors).
+  using DeviceProbe = std::function<void(int device, const std::string& prefix,
+                                         std::vector<std::pair<std::string, double>>* out)>;
+  NetPluginBackend(const BackendContext& ctx, const NetPlugin* plugin, bool enabled, Kind kind = Kind::kNetPlugin,
+                   DeviceProbe probe = nullptr)
+      : ctx_(ctx), plugin_(plugin), enabled_(enabled && plugin != nullptr), kind_(kind), probe_(std::move(probe)) {}
   ~NetPluginBackend() override;
 
-  Kind kind() const override { return Kind::kNetPlugin; }
+  Kind kind() const override { return kind_; }
   Status setUp() override;
   bool canConnect(int peer) const override;
   void assigned(const std::vector<bool>& mine) override;
@@ -43,6 +51,8 @@ class NetPluginBackend final : public Backend {
   // rank.<r>.net_device (the plugin device), and with the topology rank.<r>.rail (the NIC's
   // index on its host, NVIDIA's rail) and rank.<r>.nic_numa (its NUMA node).
   void setUpAttributes(std::vector<std::pair<std::string, double>>* out) const override;
+  // The device probe's attributes for the device this rank uses, while it serves peers.
+  void liveAttributes(std::vector<std::pair<std::string, double>>* out) const override;
 
  private:
   NetParams paramsFor(int peer, int channel) const;
@@ -51,6 +61,8 @@ class NetPluginBackend final : public Backend {
   BackendContext ctx_;
   const NetPlugin* plugin_;
   bool enabled_;
+  Kind kind_;
+  DeviceProbe probe_;
   int device_ = 0;
   DeviceChoice choice_;
   std::vector<bool> usable_;

@@ -50,40 +50,55 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
   }
   p->descriptor_ = sym.value().address;
   p->version_ = kNewestVersion - static_cast<int>(sym.value().index);
+  TH_CHECK(p->start(path, sym.value().name, commId));
+  return p;
+}
+
+Result<std::unique_ptr<NetPlugin>> NetPlugin::internal(const void* descriptor, int version, const std::string& origin,
+                                                       uint64_t commId) {
+  std::unique_ptr<NetPlugin> p(new NetPlugin());
+  p->origin_ = origin;
+  p->descriptor_ = descriptor;
+  p->version_ = version;
+  TH_CHECK(p->start(origin, "its table", commId));
+  return p;
+}
+
+Status NetPlugin::start(const std::string& where, const char* symbol, uint64_t commId) {
   // Every version starts with name, init, devices, getProperties.
-  const auto* head = static_cast<const ncclNetHead_v6_t*>(p->descriptor_);
-  p->name_ = text(head->name);
-  if (p->name_.empty()) return invalidArgument("%s: %s has no name", path.c_str(), sym.value().name);
+  const auto* head = static_cast<const ncclNetHead_v6_t*>(descriptor_);
+  name_ = text(head->name);
+  if (name_.empty()) return invalidArgument("%s: %s has no name", where.c_str(), symbol);
   if (head->init == nullptr || head->devices == nullptr || head->getProperties == nullptr)
-    return invalidArgument("%s: net plugin '%s' (%s): init, devices and getProperties are required", path.c_str(),
-                           p->name_.c_str(), sym.value().name);
+    return invalidArgument("%s: net plugin '%s' (%s): init, devices and getProperties are required", where.c_str(),
+                           name_.c_str(), symbol);
   // The data members are checked before init, so a malformed plugin is never initialised.
-  TH_CHECK(NetApi::bind(p->descriptor_, p->version_, nullptr, p->name_).status().withContext(path));
+  TH_CHECK(NetApi::bind(descriptor_, version_, nullptr, name_).status().withContext(where));
   ncclResult_t r;
   {
-    plugin::CallScope scope(p->name_.c_str());
-    if (p->version_ >= 11) {
+    plugin::CallScope scope(name_.c_str());
+    if (version_ >= 11) {
       ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-      r = static_cast<const ncclNet_v11_t*>(p->descriptor_)->init(&p->context_, commId, &config,
+      r = static_cast<const ncclNet_v11_t*>(descriptor_)->init(&context_, commId, &config,
                                                                    plugin::ncclPluginLogger, nullptr);
-    } else if (p->version_ == 10) {
-      r = static_cast<const ncclNetHead_v10_t*>(p->descriptor_)->init(plugin::ncclPluginLogger, nullptr);
+    } else if (version_ == 10) {
+      r = static_cast<const ncclNetHead_v10_t*>(descriptor_)->init(plugin::ncclPluginLogger, nullptr);
     } else {
       r = head->init(plugin::ncclPluginLogger);
     }
   }
   if (r != ncclSuccess)
-    return invalidArgument("%s: net plugin '%s' (%s): init() failed with %d (%s)", path.c_str(), p->name_.c_str(),
-                           sym.value().name, static_cast<int>(r), resultName(r));
-  p->initialized_ = true;
-  TH_ASSIGN(p->api_, NetApi::bind(p->descriptor_, p->version_, p->context_, p->name_));
+    return invalidArgument("%s: net plugin '%s' (%s): init() failed with %d (%s)", where.c_str(), name_.c_str(),
+                           symbol, static_cast<int>(r), resultName(r));
+  initialized_ = true;
+  TH_ASSIGN(api_, NetApi::bind(descriptor_, version_, context_, name_));
   int n = 0;
   {
-    plugin::CallScope scope(p->name_.c_str());
+    plugin::CallScope scope(name_.c_str());
     r = head->devices(&n);
   }
   if (r != ncclSuccess || n < 0 || n > kMaxDevices)
-    return invalidArgument("%s: net plugin '%s': devices() %s", path.c_str(), p->name_.c_str(),
+    return invalidArgument("%s: net plugin '%s': devices() %s", where.c_str(), name_.c_str(),
                            r != ncclSuccess ? (std::string("failed with ") + resultName(r)).c_str()
                                             : ("returned " + std::to_string(n) + " devices").c_str());
   for (int d = 0; d < n; ++d) {
@@ -91,19 +106,19 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
     // slightly different layout cannot write past it.
     alignas(8) unsigned char raw[512] = {};
     {
-      plugin::CallScope scope(p->name_.c_str());
+      plugin::CallScope scope(name_.c_str());
       r = head->getProperties(d, raw);
     }
     if (r != ncclSuccess)
-      return invalidArgument("%s: net plugin '%s': getProperties(%d) failed with %d (%s)", path.c_str(),
-                             p->name_.c_str(), d, static_cast<int>(r), resultName(r));
+      return invalidArgument("%s: net plugin '%s': getProperties(%d) failed with %d (%s)", where.c_str(),
+                             name_.c_str(), d, static_cast<int>(r), resultName(r));
     NetDevice dev;
     const auto* h = reinterpret_cast<const ncclNetPropertiesHead_t*>(raw);
     dev.name = text(h->name);
     dev.pciPath = text(h->pciPath);
     dev.guid = h->guid;
     dev.ptrSupport = h->ptrSupport;
-    if (p->version_ >= 9) {
+    if (version_ >= 9) {
       const auto* v = reinterpret_cast<const ncclNetProperties_v10_t*>(raw);  // v9..v12 agree up to maxCollBytes
       dev.speedMbps = v->speed;
       dev.port = v->port;
@@ -111,14 +126,14 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
       dev.maxComms = v->maxComms;
       dev.maxRecvs = v->maxRecvs;
     }
-    if (p->version_ >= 12) {
+    if (version_ >= 12) {
       const auto* v = reinterpret_cast<const ncclNetProperties_v12_t*>(raw);
       dev.railId = v->railId;
       dev.planeId = v->planeId;
     }
-    p->devices_.push_back(std::move(dev));
+    devices_.push_back(std::move(dev));
   }
-  return p;
+  return Status::ok();
 }
 
 Result<std::unique_ptr<NetPlugin>> NetPlugin::loadList(const std::string& list, bool set, uint64_t commId,
@@ -160,7 +175,8 @@ NetPlugin::~NetPlugin() {
 }
 
 std::string NetPlugin::describe() const {
-  std::string s = "NCCL net plugin '" + name_ + "' v" + std::to_string(version_) + " (" + path() + "): " +
+  std::string s = (builtIn() ? "network '" + name_ + "' (" + path() + ")" :
+                   "NCCL net plugin '" + name_ + "' v" + std::to_string(version_) + " (" + path() + ")") + ": " +
                   std::to_string(devices_.size()) + " device(s)";
   for (size_t i = 0; i < devices_.size(); ++i) s += (i ? "; " : ": ") + devices_[i].describe();
   return s;

@@ -50,6 +50,10 @@ class NetPlugin {
 
   // One library (a path or name as given).
   static Result<std::unique_ptr<NetPlugin>> load(const std::string& path, uint64_t commId);
+  // A network built into Theseus (IB): its table, initialised and queried like a plugin's.
+  // `origin` stands for the path in messages ("built in").
+  static Result<std::unique_ptr<NetPlugin>> internal(const void* descriptor, int version, const std::string& origin,
+                                                     uint64_t commId);
   // NCCL_NET_PLUGIN's list (or, `set` false, the default libnccl-net.so). Null
   // when nothing is usable; `skipped` receives one line per entry that was not
   // (what was tried, why) - empty when the variable is unset and nothing found.
@@ -62,7 +66,8 @@ class NetPlugin {
   const std::string& name() const { return name_; }
   int version() const { return version_; }
   const std::vector<NetDevice>& devices() const { return devices_; }
-  const std::string& path() const { return library_->path(); }
+  const std::string& path() const { return library_ ? library_->path() : origin_; }
+  bool builtIn() const { return library_ == nullptr; }
   // The data calls (bound to the version found, and to v11+'s context).
   const NetApi& api() const { return api_; }
   // "NCCL net plugin 'X' v12 (path): 2 devices: ...".
@@ -70,7 +75,10 @@ class NetPlugin {
 
  private:
   NetPlugin() = default;
+  // Checks, initialises and queries the table at descriptor_ (version_ set).
+  Status start(const std::string& where, const char* symbol, uint64_t commId);
   std::unique_ptr<plugin::Library> library_;
+  std::string origin_;
   const void* descriptor_ = nullptr;
   int version_ = 0;
   std::string name_;

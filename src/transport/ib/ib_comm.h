@@ -1,0 +1,171 @@
+// One IB connection (one direction, one plugin comm) and its protocol.
+//
+// Set-up (never blocking; the net API's rule: a null comm means "call
+// again"). listen() opens a TCP socket on the bootstrap interface and puts its
+// address in the handle; the sender's connect() keeps its progress in that
+// same handle, as NVIDIA's plugins do. Over that socket:
+//   sender   -> receiver  ConnInfo: QP numbers, LID/GID, MTU, its CTS FIFO (address, rkey)
+//   receiver -> sender    ConnInfo: its QP numbers, LID/GID, MTU
+//   sender   -> receiver  one "ready" byte once its QPs are in RTS and its
+//                         CTS receives are posted
+// Each side moves its QPs INIT -> RTR -> RTS with the other's numbers and posts
+// its receives before it speaks next, so no write ever reaches a QP that cannot
+// take it. The receiver's comm exists only after the ready byte.
+//
+// Data, RDMA write with immediate both ways, credits by clear-to-send (CTS):
+//   * irecv(buf) writes a CTS entry {addr, rkey, size, tag, seq} into slot
+//     seq % 32 of the sender's FIFO, with an immediate naming the slot: each
+//     posted receive is one credit.
+//   * isend(data) waits (request = NULL: "retry") until the CTS for its seq has
+//     arrived, checks tag and size, then splits the message over the
+//     connection's QPs (NCCL_IB_QPS_PER_CONNECTION) and RDMA-writes chunk i on
+//     QP i straight into the receiver's buffer, each write carrying its length
+//     as the immediate. Sends complete when every write is acknowledged.
+//   * The receiver counts immediates per QP: a QP delivers in order, so the
+//     k-th completion on every QP belongs to message k; the message is done
+//     when each QP delivered its chunk, its size the sum of the immediates.
+// Every completion re-posts the receive it consumed. One CQ per comm, polled
+// under the comm's mutex by whichever thread calls isend/irecv/test.
+//
+// Errors are sticky and name the device, the peer's address and the QP: a
+// completion error (ibv_wc_status_str), a port that went down, a CTS or
+// immediate that breaks the protocol (garbage from the peer), a message larger
+// than the receive posted for it. Once a QP failed, the flushed completions
+// after it are not reported again.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/ib/ib_devices.h"
+
+namespace theseus::transport::ib {
+
+inline constexpr int kFifoDepth = 32;  // requests in flight per comm (NCCL_NET_MAX_REQUESTS)
+inline constexpr int kMaxQps = 16;
+
+namespace wire {
+inline constexpr uint64_t kHandleMagic = 0x31444e4842495354ull;  // "TSIBHND1"
+inline constexpr uint64_t kInfoMagic = 0x314f464e49424954ull;    // "TIBINFO1"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint8_t kReady = 0x5a;
+
+struct CtsEntry {
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t seq;
+  int64_t size;
+  int32_t tag;
+  uint32_t reserved;
+};
+static_assert(sizeof(CtsEntry) == 32);
+
+struct ConnInfo {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t nqps;
+  uint32_t qpn[kMaxQps];
+  uint16_t lid;
+  uint8_t roce;
+  uint8_t mtu;
+  uint32_t depth;
+  uint8_t gid[16];
+  uint64_t fifoAddr;  // sender only
+  uint32_t fifoRkey;
+  uint32_t reserved;
+  char device[32];
+};
+static_assert(sizeof(ConnInfo) == 152);
+
+// What listen() writes into NCCL's 128-byte handle; connect() keeps its state pointer in it.
+struct Handle {
+  uint64_t magic;
+  uint32_t addrLen;
+  uint32_t reserved;
+  unsigned char addr[64];  // sockaddr_in / sockaddr_in6
+  void* connecting;        // the sender's set-up in progress (null until its first connect())
+};
+static_assert(sizeof(Handle) <= 128);
+}  // namespace wire
+
+class IbComm;
+
+// wr_id of a work request: its kind in the top byte, a request, slot or QP index below.
+enum WrKind : uint64_t { kCtsWrite = 1, kCtsRecv = 2, kDataWrite = 3, kDataRecv = 4 };
+inline uint64_t wrId(WrKind kind, uint64_t index) { return (static_cast<uint64_t>(kind) << 56) | index; }
+
+struct IbRequest {
+  enum Kind : uint8_t { kFree, kSend, kRecv };
+  Kind kind = kFree;
+  IbComm* comm = nullptr;
+  int pending = 0;  // completions still expected
+  int64_t size = 0;
+  uint64_t seq = 0;
+};
+
+// What regMr hands out.
+struct IbMemory {
+  ibv_mr* mr;
+  MrCache* cache;
+};
+
+class IbComm {
+ public:
+  enum Side { kSender, kReceiver };
+  IbComm(const IbVerbs* v, IbDevice* dev, Side side) : v_(v), dev_(dev), side_(side) {}
+  ~IbComm();
+  IbComm(const IbComm&) = delete;
+  IbComm& operator=(const IbComm&) = delete;
+
+  // Set-up steps (ib_setup.cc).
+  Status createQps(int nqps);                      // CQ, QPs in INIT, this side's buffers
+  wire::ConnInfo localInfo() const;
+  Status connectQps(const wire::ConnInfo& remote);  // RTR, RTS, receives posted
+  void setPeer(std::string peer) { peer_ = std::move(peer); }
+
+  // Data (ib_data.cc): ncclResult_t as the net API returns them; errors also logged once.
+  ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t irecv(void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t test(IbRequest* r, int* done, int* size);
+
+  IbDevice* device() const { return dev_; }
+
+ private:
+  Status poll();                          // under mu_
+  Status onCompletion(const ibv_wc& wc);  // under mu_
+  Status postCtsReceive();
+  Status postDataReceive(int qp);
+  ncclResult_t fail(Status s);            // under mu_: keeps the first error
+  IbRequest* freeRequest();
+  std::string where(int qp) const;        // "mlx5_0:1 QP 3 (to 10.0.0.2:41234)"
+
+  const IbVerbs* v_;
+  IbDevice* dev_;
+  Side side_;
+  std::string peer_;
+  std::mutex mu_;
+  Status error_;
+  ibv_cq* cq_ = nullptr;
+  std::vector<ibv_qp*> qps_;
+  wire::ConnInfo remote_{};
+  IbRequest requests_[kFifoDepth];
+  // Sender: the FIFO the receiver writes CTS entries into.
+  wire::CtsEntry* fifo_ = nullptr;
+  ibv_mr* fifoMr_ = nullptr;
+  uint64_t ctsArrived_ = 0;
+  uint64_t sent_ = 0;
+  // Receiver: the CTS entries it writes from, and what arrived per QP.
+  wire::CtsEntry* ctsLocal_ = nullptr;
+  ibv_mr* ctsMr_ = nullptr;
+  uint64_t posted_ = 0;
+  uint64_t ctsWritten_ = 0;
+  std::vector<uint64_t> arrived_;
+  IbRequest* bySlot_[kFifoDepth] = {};
+};
+
+}  // namespace theseus::transport::ib

@@ -1,0 +1,218 @@
+// IbComm's data path: CTS credits, RDMA writes with immediate, completions
+// (the protocol is described in ib_comm.h).
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/ib/ib_comm.h"
+
+namespace theseus::transport::ib {
+namespace {
+
+bool remoteStatus(ibv_wc_status s) {
+  return s == IBV_WC_RETRY_EXC_ERR || s == IBV_WC_RNR_RETRY_EXC_ERR || s == IBV_WC_REM_ACCESS_ERR ||
+         s == IBV_WC_REM_INV_REQ_ERR || s == IBV_WC_REM_OP_ERR || s == IBV_WC_REM_ABORT_ERR ||
+         s == IBV_WC_RESP_TIMEOUT_ERR;
+}
+
+const char* kindName(uint64_t kind) {
+  switch (kind) {
+    case kCtsWrite: return "CTS write";
+    case kCtsRecv: return "CTS receive";
+    case kDataWrite: return "data write";
+    case kDataRecv: return "data receive";
+    default: return "unknown work request";
+  }
+}
+
+}  // namespace
+
+ncclResult_t IbComm::fail(Status s) {
+  if (error_.isOk()) {
+    error_ = std::move(s);
+    TH_WARN("%s", error_.message().c_str());
+  }
+  return error_.code();
+}
+
+IbRequest* IbComm::freeRequest() {
+  for (IbRequest& r : requests_)
+    if (r.kind == IbRequest::kFree) return &r;
+  return nullptr;
+}
+
+Status IbComm::poll() {
+  if (!dev_->up.load(std::memory_order_relaxed))
+    return remoteError("IB: %s: the port is down", where(-1).c_str());
+  ibv_wc wcs[16];
+  for (;;) {
+    int n = ibv_poll_cq(cq_, 16, wcs);
+    if (n < 0) return systemError("IB: %s: ibv_poll_cq failed (CQ overrun or device error)", where(-1).c_str());
+    for (int i = 0; i < n; ++i) TH_CHECK(onCompletion(wcs[i]));
+    if (n < 16) return Status::ok();
+  }
+}
+
+Status IbComm::onCompletion(const ibv_wc& wc) {
+  const uint64_t kind = wc.wr_id >> 56, index = wc.wr_id & ((uint64_t{1} << 56) - 1);
+  int qp = -1;
+  for (size_t i = 0; i < qps_.size(); ++i)
+    if (qps_[i]->qp_num == wc.qp_num) qp = static_cast<int>(i);
+  if (wc.status != IBV_WC_SUCCESS) {
+    const char* text = v_->statusText(wc.status);
+    return errorStatus(remoteStatus(wc.status) ? ncclRemoteError : ncclSystemError,
+                       "IB: %s: %s completed with status %d (%s), vendor error 0x%x", where(qp).c_str(),
+                       kindName(kind), static_cast<int>(wc.status), text, wc.vendor_err);
+  }
+  switch (kind) {
+    case kCtsRecv: {  // sender: the receiver posted a buffer (one credit)
+      const uint32_t slot = ntohl(wc.imm_data);
+      if ((wc.wc_flags & IBV_WC_WITH_IMM) == 0 || slot != ctsArrived_ % kFifoDepth)
+        return remoteError("IB: %s: protocol error: CTS for slot %u where %llu was due", where(qp).c_str(), slot,
+                           static_cast<unsigned long long>(ctsArrived_ % kFifoDepth));
+      ++ctsArrived_;
+      return postCtsReceive();
+    }
+    case kDataRecv: {  // receiver: one QP's chunk of the oldest message it has not delivered
+      if (qp < 0 || (wc.wc_flags & IBV_WC_WITH_IMM) == 0)
+        return remoteError("IB: %s: protocol error: a data write without immediate", where(qp).c_str());
+      const uint64_t m = arrived_[static_cast<size_t>(qp)]++;
+      IbRequest* r = bySlot_[m % kFifoDepth];
+      if (r == nullptr || r->seq != m || r->pending <= 0)
+        return remoteError("IB: %s: protocol error: data for message %llu, which was not posted", where(qp).c_str(),
+                           static_cast<unsigned long long>(m));
+      r->size += ntohl(wc.imm_data);
+      if (--r->pending == 0) bySlot_[m % kFifoDepth] = nullptr;
+      return postDataReceive(qp);
+    }
+    case kDataWrite: {  // sender: a chunk was acknowledged
+      if (index >= kFifoDepth || requests_[index].kind != IbRequest::kSend || requests_[index].pending <= 0)
+        return internalError("IB: %s: completion of a send that is not in flight", where(qp).c_str());
+      --requests_[index].pending;
+      return Status::ok();
+    }
+    case kCtsWrite:  // receiver: a CTS entry left; its slot may be reused
+      ++ctsWritten_;
+      return Status::ok();
+    default:
+      return internalError("IB: %s: completion of an unknown work request 0x%llx", where(qp).c_str(),
+                           static_cast<unsigned long long>(wc.wr_id));
+  }
+}
+
+ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void** request) {
+  *request = nullptr;
+  std::lock_guard lock(mu_);
+  if (!error_.isOk()) return error_.code();
+  if (Status s = poll(); !s.isOk()) return fail(s);
+  if (ctsArrived_ <= sent_) return ncclSuccess;  // no credit yet: "retry"
+  IbRequest* r = freeRequest();
+  if (r == nullptr) return ncclSuccess;
+  const wire::CtsEntry cts = fifo_[sent_ % kFifoDepth];
+  if (cts.seq != static_cast<uint32_t>(sent_))
+    return fail(remoteError("IB: %s: protocol error: CTS entry for message %u where %llu was due", where(0).c_str(),
+                            cts.seq, static_cast<unsigned long long>(sent_)));
+  if (cts.tag != tag)
+    return fail(internalError("IB: %s: message %llu has tag %d but the receive posted for it tag %d", where(0).c_str(),
+                              static_cast<unsigned long long>(sent_), tag, cts.tag));
+  if (cts.size < 0 || static_cast<uint64_t>(cts.size) < size)
+    return fail(invalidUsage("IB: %s: a message of %zu bytes for a receive of %lld bytes (truncated)",
+                             where(0).c_str(), size, static_cast<long long>(cts.size)));
+  if (size > 0 && mhandle == nullptr) return fail(internalError("IB: isend of %zu bytes without a registration", size));
+  const auto* mem = static_cast<const IbMemory*>(mhandle);
+  // Chunk i of the message goes on QP i; every QP carries one write (maybe empty) per message.
+  const size_t nqps = qps_.size();
+  const size_t chunk = ((size + nqps - 1) / nqps + 127) / 128 * 128;
+  const uint64_t index = static_cast<uint64_t>(r - requests_);
+  r->kind = IbRequest::kSend;
+  r->comm = this;
+  r->pending = static_cast<int>(nqps);
+  r->size = static_cast<int64_t>(size);
+  r->seq = sent_;
+  for (size_t q = 0; q < nqps; ++q) {
+    const size_t off = std::min(size, q * chunk), len = std::min(size - off, chunk);
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(data) + off;
+    sge.length = static_cast<uint32_t>(len);
+    sge.lkey = mem != nullptr ? mem->mr->lkey : 0;
+    ibv_send_wr wr{};
+    wr.wr_id = wrId(kDataWrite, index);
+    wr.sg_list = len > 0 ? &sge : nullptr;
+    wr.num_sge = len > 0 ? 1 : 0;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(static_cast<uint32_t>(len));
+    wr.wr.rdma.remote_addr = cts.addr + off;
+    wr.wr.rdma.rkey = cts.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qps_[q], &wr, &bad))
+      return fail(errnoStatus(rc, "IB: %s: posting a data write", where(static_cast<int>(q)).c_str()));
+  }
+  ++sent_;
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void** request) {
+  *request = nullptr;
+  std::lock_guard lock(mu_);
+  if (!error_.isOk()) return error_.code();
+  if (Status s = poll(); !s.isOk()) return fail(s);
+  if (posted_ - ctsWritten_ >= kFifoDepth || bySlot_[posted_ % kFifoDepth] != nullptr) return ncclSuccess;
+  IbRequest* r = freeRequest();
+  if (r == nullptr) return ncclSuccess;
+  if (size > 0 && mhandle == nullptr) return fail(internalError("IB: irecv of %zu bytes without a registration", size));
+  const auto* mem = static_cast<const IbMemory*>(mhandle);
+  const uint64_t slot = posted_ % kFifoDepth;
+  wire::CtsEntry& e = ctsLocal_[slot];
+  e.addr = reinterpret_cast<uintptr_t>(data);
+  e.rkey = mem != nullptr ? mem->mr->rkey : 0;
+  e.seq = static_cast<uint32_t>(posted_);
+  e.size = static_cast<int64_t>(size);
+  e.tag = tag;
+  e.reserved = 0;
+  r->kind = IbRequest::kRecv;
+  r->comm = this;
+  r->pending = static_cast<int>(qps_.size());
+  r->size = 0;
+  r->seq = posted_;
+  bySlot_[slot] = r;
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(&e);
+  sge.length = sizeof(e);
+  sge.lkey = ctsMr_->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = wrId(kCtsWrite, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(static_cast<uint32_t>(slot));
+  wr.wr.rdma.remote_addr = remote_.fifoAddr + slot * sizeof(wire::CtsEntry);
+  wr.wr.rdma.rkey = remote_.fifoRkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qps_[0], &wr, &bad)) {
+    r->kind = IbRequest::kFree;
+    bySlot_[slot] = nullptr;
+    return fail(errnoStatus(rc, "IB: %s: posting a CTS write", where(0).c_str()));
+  }
+  ++posted_;
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t IbComm::test(IbRequest* r, int* done, int* size) {
+  *done = 0;
+  std::lock_guard lock(mu_);
+  if (!error_.isOk()) return error_.code();
+  if (Status s = poll(); !s.isOk()) return fail(s);
+  if (r->pending > 0) return ncclSuccess;
+  *done = 1;
+  if (size != nullptr) *size = static_cast<int>(std::min<int64_t>(r->size, INT32_MAX));
+  r->kind = IbRequest::kFree;
+  return ncclSuccess;
+}
+
+}  // namespace theseus::transport::ib

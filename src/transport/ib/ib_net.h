@@ -1,0 +1,16 @@
+// Theseus' InfiniBand/RoCE network, "IB" by NCCL's name: verbs (ib_verbs.h)
+// behind NCCL's net API v12 table, so the net-plugin backend
+// (netplugin/net_backend.h) carries it exactly like an external plugin —
+// the same connections, pump thread, NIC choice and errors. The devices are
+// ib_devices.h's, the connections ib_comm.h's. Host memory only for now
+// (NCCL_PTR_HOST): device buffers reach it staged through host memory.
+#pragma once
+
+#include "transport/netplugin/nccl_net_abi.h"
+
+namespace theseus::transport::ib {
+
+inline constexpr int kIbNetVersion = 12;
+const ncclNet_v12_t* ibNet();
+
+}  // namespace theseus::transport::ib

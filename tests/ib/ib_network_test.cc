@@ -1,0 +1,232 @@
+// Theseus' IB network end to end over the libibverbs test double (tests/ib_double): real
+// processes, real QPs of the double moving bytes between them, the net-plugin backend on top.
+// Shared memory is off (NCCL_SHM_DISABLE=1), so every pair of ranks goes through IB; each rank
+// is its own "host" to the double (THESEUS_FAKE_IBV_HOST), so LIDs and GIDs differ per rank.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "checked_collectives.h"
+#include "mp_test.h"
+
+using theseus::test::runRanks;
+using theseus::test::SpawnOptions;
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// A fresh directory for the double's sockets and fault files, and the ranks' logs.
+class Ib : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/theseus-ib-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (!HasFailure()) (void)system(("rm -rf " + dir_).c_str());
+    else fprintf(stderr, "kept %s\n", dir_.c_str());
+  }
+  SpawnOptions options() const {
+    SpawnOptions o;
+    o.timeoutSec = 180;
+    o.env["NCCL_IBVERBS_LIB"] = THESEUS_FAKE_IBVERBS;
+    o.env["THESEUS_FAKE_IBV_DIR"] = dir_;
+    o.env["NCCL_SHM_DISABLE"] = "1";
+    o.env["NCCL_DEBUG"] = "INFO";
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
+    o.env["NCCL_DEBUG_FILE"] = dir_ + "/log.%p";
+    o.args = {dir_};
+    return o;
+  }
+  std::string dir_;
+};
+
+// Every rank is a host of its own to the double.
+void ownHost(const theseus::test::RankContext& ctx) {
+  setenv("THESEUS_FAKE_IBV_HOST", ("host" + std::to_string(ctx.rank)).c_str(), 1);
+}
+
+std::string myLog(const std::string& dir) { return readFile(dir + "/log." + std::to_string(getpid())); }
+
+// Large allreduce (4 MiB + a tail), allgather, broadcast, then a seeded mix of checked collectives.
+int collectives(ncclComm_t comm, const theseus::test::RankContext& ctx, int mix) {
+  const size_t count = (1u << 20) + 3;
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((ctx.rank + 1) * (i % 1000));
+  RANK_NCCL(ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
+  const float ranksum = static_cast<float>(ctx.nranks * (ctx.nranks + 1) / 2);
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == ranksum * static_cast<float>(i % 1000));
+  const size_t per = 100003;
+  std::vector<float> gathered(per * ctx.nranks);
+  RANK_NCCL(ncclAllGather(in.data(), gathered.data(), per, ncclFloat, comm, nullptr));
+  for (int r = 0; r < ctx.nranks; ++r)
+    for (size_t i = 0; i < per; ++i) RANK_CHECK(gathered[r * per + i] == static_cast<float>((r + 1) * (i % 1000)));
+  std::vector<float> b(count, ctx.rank == 1 ? 7.0f : -1.0f);
+  RANK_NCCL(ncclBroadcast(b.data(), b.data(), count, ncclFloat, 1, comm, nullptr));
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(b[i] == 7.0f);
+  std::mt19937_64 gen(1234);
+  std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
+  for (int i = 0; i < mix; ++i) {
+    bool wrong = false;
+    RANK_NCCL(theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong));
+    RANK_CHECK(!wrong);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// args: dir, mix count, then texts this rank's log must show.
+THESEUS_RANK_FN(ib_collectives) {
+  ownHost(ctx);
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  if (int rc = collectives(comm, ctx, std::stoi(ctx.args.at(1)))) return rc;
+  RANK_NCCL(ncclCommDestroy(comm));
+  const std::string log = myLog(ctx.args.at(0));
+  for (size_t k = 2; k < ctx.args.size(); ++k) {
+    if (log.find(ctx.args[k]) == std::string::npos) {
+      fprintf(stderr, "[rank %d] the log does not show \"%s\":\n%s\n", ctx.rank, ctx.args[k].c_str(), log.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Runs checked collectives until one fails (at most 60 s): a fault the test injects must end the
+// job on every rank with an error, never a wrong result or a hang. Rank 0 marks <dir>/started after
+// 20 collectives. The error text goes to <dir>/error.<rank>. args: dir, then "fault=<rank>:<spec>".
+THESEUS_RANK_FN(ib_until_error) {
+  ownHost(ctx);
+  const std::string dir = ctx.args.at(0);
+  for (size_t k = 1; k < ctx.args.size(); ++k) {
+    const std::string& a = ctx.args[k];
+    if (a.rfind("fault=", 0) == 0 && std::stoi(a.substr(6)) == ctx.rank)
+      setenv("THESEUS_FAKE_IBV_FAULT", a.substr(a.find(':') + 1).c_str(), 1);
+  }
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::mt19937_64 gen(99);
+  std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (long i = 0; std::chrono::steady_clock::now() < end; ++i) {
+    if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
+    bool wrong = false;
+    ncclResult_t r = theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong);
+    RANK_CHECK(!wrong);
+    if (r != ncclSuccess) {
+      std::ofstream(dir + "/error." + std::to_string(ctx.rank)) << ncclGetLastError(comm) << "\n";
+      ncclCommAbort(comm);
+      return 0;
+    }
+  }
+  fprintf(stderr, "[rank %d] no error within 60 s\n", ctx.rank);
+  return 1;
+}
+
+// NCCL_NET=IB where the double has no device: init fails and says why.
+THESEUS_RANK_FN(ib_required) {
+  ownHost(ctx);
+  ncclComm_t comm;
+  ncclResult_t r = ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  RANK_CHECK(r == ncclInvalidUsage);
+  const std::string last = ncclGetLastError(nullptr);
+  RANK_CHECK(last.find("NCCL_NET/netName 'IB': the IB network is not available here") != std::string::npos);
+  return 0;
+}
+
+TEST_F(Ib, CollectivesRunOverIbWithEverySchedule) {
+  for (const char* schedule : {"ring", "double_binary_tree", "recursive_doubling", "halving_doubling", "direct"}) {
+    SpawnOptions o = options();
+    o.env["THESEUS_SCHEDULE"] = schedule;
+    o.args.insert(o.args.end(), {"20", "through network 'IB'", "IB: network device 0: fake_mlx5_0:1 (IB, LID"});
+    auto r = runRanks("ib_collectives", 4, o);
+    EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
+  }
+}
+
+// RoCE (GID addressing, RoCE v2 IPv4-mapped GID by default) with messages split over 4 QPs.
+TEST_F(Ib, RoceWithSeveralQpsPerConnection) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "roce0:link=eth";
+  o.env["NCCL_IB_QPS_PER_CONNECTION"] = "4";
+  o.args.insert(o.args.end(), {"50", "through network 'IB'", "roce0:1 (RoCE, GID index 3"});
+  auto r = runRanks("ib_collectives", 3, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// NCCL_IB_HCA picks the HCA: with two, "=mlx5_1" leaves mlx5_0 out.
+TEST_F(Ib, NcclIbHcaChoosesTheDevice) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "mlx5_0,mlx5_1";
+  o.env["NCCL_IB_HCA"] = "=mlx5_1";
+  o.args.insert(o.args.end(), {"5", "IB: mlx5_0:1 left out by NCCL_IB_HCA==mlx5_1", "network device 0: mlx5_1:1",
+                               "through network 'IB' device 0 (mlx5_1 port 1"});
+  auto r = runRanks("ib_collectives", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+TEST_F(Ib, NcclNetIbWithoutADeviceFailsInit) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "";
+  o.env["NCCL_NET"] = "IB";
+  auto r = runRanks("ib_required", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// Without NCCL_NET, no device means TCP: the job runs and the log says why IB is not used.
+TEST_F(Ib, NoDeviceFallsBackToSockets) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "";
+  o.args.insert(o.args.end(), {"5", "IB: not used: no verbs devices"});
+  auto r = runRanks("ib_collectives", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// A port that goes down mid-job: every rank's collective fails (no hang, no wrong result), and the
+// rank whose port went down names it.
+TEST_F(Ib, APortDownMidJobFailsEveryRankCleanly) {
+  SpawnOptions o = options();
+  std::thread downer([&] {
+    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
+  });
+  auto r = runRanks("ib_until_error", 3, o);
+  downer.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
+  EXPECT_NE(readFile(dir_ + "/error.1").find("fake_mlx5_0:1"), std::string::npos) << readFile(dir_ + "/error.1");
+  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(exists(dir_ + "/error." + std::to_string(rank))) << rank;
+}
+
+// Completion errors on one rank: its QP to the error state (a local fatal error), and a write the
+// peer refuses (remote access error). Both end the job with the status named.
+TEST_F(Ib, CompletionErrorsAreNamed) {
+  for (const char* fault : {"qp_error_after=300", "rem_access_after=300"}) {
+    SpawnOptions o = options();
+    o.args.push_back(std::string("fault=1:") + fault);
+    auto r = runRanks("ib_until_error", 3, o);
+    EXPECT_TRUE(r.allOk()) << fault << ": " << r.describe();
+    const std::string err = readFile(dir_ + "/error.1");
+    EXPECT_NE(err.find("completed with status"), std::string::npos) << fault << ": " << err;
+    (void)system(("rm -f " + dir_ + "/error.* " + dir_ + "/started").c_str());
+  }
+}
