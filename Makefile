@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check docs-check fuzz fuzz-merge soak demo-recovery clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check rdma-check docs-check fuzz fuzz-merge soak demo-recovery clean
 
 all: build
 
@@ -67,6 +67,10 @@ bench-net: build
 
 gpu-check:
 	scripts/gpu-check.sh
+
+# The IB network on a machine with an InfiniBand/RoCE HCA (docs/networks.md).
+rdma-check:
+	scripts/rdma-check.sh
 
 # libFuzzer on every parser (tests/fuzz/, docs/testing.md): clang + ASan + UBSan in build-fuzz, each target
 # FUZZ_SECONDS; fails on any crash, leak or timeout. fuzz-merge minimises the finds into tests/fuzz/corpus/.

@@ -11,7 +11,7 @@
 // NCCL runtime variables (NCCL_VERSION in NVIDIA's containers, NCCL_HOME,
 // NCCL_ROOT*, NCCL_INCLUDE_DIR, NCCL_LIB_DIR, NCCL_TESTS_*) and the variables
 // of Theseus' own tools (theseus-run's THESEUS_RANK/NRANKS/LOCAL_RANK/LOCAL_SIZE/
-// HOST, THESEUS_TEST_*, THESEUS_TORCH_*, THESEUS_GPU_*, THESEUS_EXPECT_LIB) are left alone.
+// HOST, THESEUS_TEST_*, THESEUS_TORCH_*, THESEUS_GPU_*, THESEUS_FAKE_IBV_*, THESEUS_EXPECT_LIB) are left alone.
 #pragma once
 
 #include <string>

@@ -64,7 +64,7 @@ const netplugin::NetPlugin* queryIbNetwork(const BackendContext& ctx) {
     return nullptr;
   }
   auto n = netplugin::NetPlugin::internal(ib::ibNet(), ib::kIbNetVersion, "built in, " + devices.verbs()->path,
-                                          ctx.boot ? ctx.boot->commHash() : 0);
+                                          ctx.boot ? ctx.boot->commHash() : 0, ib::ibLastError);
   if (!n.isOk()) {
     TH_WARN("%s; the IB network is not used", n.status().message().c_str());
     return nullptr;
@@ -75,13 +75,15 @@ const netplugin::NetPlugin* queryIbNetwork(const BackendContext& ctx) {
 }
 
 // rank.<r>.net_up (1 while the port is active, 0 once it went down) and rank.<r>.net_errors (the
-// asynchronous errors the HCA reported: fatal QP and CQ errors) for the IB device a rank uses.
+// asynchronous errors the HCA reported: fatal QP and CQ errors) and rank.<r>.net_failovers (its
+// connections that moved to TCP) for the IB device a rank uses.
 void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<std::string, double>>* out) {
   const auto& devices = ib::IbDevices::get().devices();
   if (device < 0 || device >= static_cast<int>(devices.size())) return;
   const ib::IbDevice* d = devices[static_cast<size_t>(device)];
   out->emplace_back(prefix + "net_up", d->up.load() ? 1.0 : 0.0);
   out->emplace_back(prefix + "net_errors", static_cast<double>(d->asyncErrors.load()));
+  out->emplace_back(prefix + "net_failovers", static_cast<double>(d->failovers.load()));
 }
 
 // The IB backend exists on every rank unless IB is off by configuration (NCCL_IB_DISABLE=1, or

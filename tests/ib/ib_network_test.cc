@@ -2,6 +2,7 @@
 // processes, real QPs of the double moving bytes between them, the net-plugin backend on top.
 // Shared memory is off (NCCL_SHM_DISABLE=1), so every pair of ranks goes through IB; each rank
 // is its own "host" to the double (THESEUS_FAKE_IBV_HOST), so LIDs and GIDs differ per rank.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 
 #include "checked_collectives.h"
 #include "mp_test.h"
+#include "theseus/theseus.h"
 
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
@@ -123,6 +125,9 @@ THESEUS_RANK_FN(ib_until_error) {
     if (a.rfind("fault=", 0) == 0 && std::stoi(a.substr(6)) == ctx.rank)
       setenv("THESEUS_FAKE_IBV_FAULT", a.substr(a.find(':') + 1).c_str(), 1);
   }
+  int victim = -1;
+  for (size_t k = 1; k < ctx.args.size(); ++k)
+    if (ctx.args[k].rfind("kill=", 0) == 0) victim = std::stoi(ctx.args[k].substr(5));
   ncclComm_t comm;
   RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
   std::mt19937_64 gen(99);
@@ -130,6 +135,7 @@ THESEUS_RANK_FN(ib_until_error) {
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (long i = 0; std::chrono::steady_clock::now() < end; ++i) {
     if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
+    if (ctx.rank == victim && i == 30) raise(SIGKILL);
     bool wrong = false;
     ncclResult_t r = theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong);
     RANK_CHECK(!wrong);
@@ -141,6 +147,46 @@ THESEUS_RANK_FN(ib_until_error) {
   }
   fprintf(stderr, "[rank %d] no error within 60 s\n", ctx.rank);
   return 1;
+}
+
+// A fault mid-job that the failover absorbs: `count` checked collectives must all succeed (rank 0
+// marks <dir>/started after 20, when the test takes a port down); then rank `moved` (-1: any rank)
+// must count a failover in rank.<r>.net_failovers, and the rank's log must show `text`.
+// args: dir, count, moved, text, then "fault=<rank>:<spec>".
+THESEUS_RANK_FN(ib_survives) {
+  ownHost(ctx);
+  const std::string dir = ctx.args.at(0);
+  const int count = std::stoi(ctx.args.at(1)), moved = std::stoi(ctx.args.at(2));
+  for (size_t k = 4; k < ctx.args.size(); ++k) {
+    const std::string& a = ctx.args[k];
+    if (a.rfind("fault=", 0) == 0 && std::stoi(a.substr(6)) == ctx.rank)
+      setenv("THESEUS_FAKE_IBV_FAULT", a.substr(a.find(':') + 1).c_str(), 1);
+  }
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::mt19937_64 gen(99);
+  std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
+  for (int i = 0; i < count; ++i) {
+    if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
+    if (i == 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port goes down meanwhile
+    bool wrong = false;
+    RANK_NCCL(theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong));
+    RANK_CHECK(!wrong);
+  }
+  if (moved == ctx.rank) {
+    const std::string name = "rank." + std::to_string(ctx.rank) + ".net_failovers";
+    double value = 0;
+    int isSet = 0;
+    for (int i = 0; i < 100 && value < 1; ++i) {
+      RANK_NCCL(theseusGetAttribute(comm, name.c_str(), &value, &isSet));
+      if (value < 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    RANK_CHECK(value >= 1);
+  }
+  RANK_NCCL(ncclCommDestroy(comm));
+  const std::string log = myLog(dir);
+  if (moved < 0 || moved == ctx.rank) RANK_CHECK(moved < 0 || log.find(ctx.args.at(3)) != std::string::npos);
+  return 0;
 }
 
 // NCCL_NET=IB where the double has no device: init fails and says why.
@@ -202,10 +248,26 @@ TEST_F(Ib, NoDeviceFallsBackToSockets) {
   EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
-// A port that goes down mid-job: every rank's collective fails (no hang, no wrong result), and the
-// rank whose port went down names it.
-TEST_F(Ib, APortDownMidJobFailsEveryRankCleanly) {
+// A port that goes down mid-job. With the failover (the default) the job goes on over TCP and
+// every result is right; the rank whose port went down counts the move in rank.<r>.net_failovers.
+TEST_F(Ib, APortDownMidJobMovesTheConnectionsToTcp) {
   SpawnOptions o = options();
+  o.args.insert(o.args.end(), {"400", "1", "the connection moves to TCP"});
+  std::thread downer([&] {
+    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
+  });
+  auto r = runRanks("ib_survives", 3, o);
+  downer.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// Without the failover (THESEUS_IB_FAILOVER=0) the same ends the job on every rank with an error
+// (no hang, no wrong result), and the rank whose port went down names it (the port down, or the
+// completions it flushed, whichever it saw first).
+TEST_F(Ib, APortDownWithoutFailoverFailsEveryRankCleanly) {
+  SpawnOptions o = options();
+  o.env["THESEUS_IB_FAILOVER"] = "0";
   std::thread downer([&] {
     for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
@@ -214,19 +276,50 @@ TEST_F(Ib, APortDownMidJobFailsEveryRankCleanly) {
   downer.join();
   EXPECT_TRUE(r.allOk()) << r.describe();
   EXPECT_NE(readFile(dir_ + "/error.1").find("fake_mlx5_0:1"), std::string::npos) << readFile(dir_ + "/error.1");
-  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(exists(dir_ + "/error." + std::to_string(rank))) << rank;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(exists(dir_ + "/error." + std::to_string(rank))) << rank;
+    fprintf(stderr, "rank %d: %s", rank, readFile(dir_ + "/error." + std::to_string(rank)).c_str());
+  }
 }
 
-// Completion errors on one rank: its QP to the error state (a local fatal error), and a write the
-// peer refuses (remote access error). Both end the job with the status named.
-TEST_F(Ib, CompletionErrorsAreNamed) {
+// Completion errors on one rank — its QP to the error state (a local fatal error), a write the peer
+// refuses (remote access error): the connections move to TCP and the job's results stay right.
+TEST_F(Ib, CompletionErrorsMoveTheConnectionToTcp) {
   for (const char* fault : {"qp_error_after=300", "rem_access_after=300"}) {
     SpawnOptions o = options();
+    o.args.insert(o.args.end(), {"400", "-1", "the connection moves to TCP", std::string("fault=1:") + fault});
+    auto r = runRanks("ib_survives", 3, o);
+    EXPECT_TRUE(r.allOk()) << fault << ": " << r.describe();
+    (void)system(("rm -f " + dir_ + "/started").c_str());
+  }
+}
+
+// With the failover off, they end the job with the status named.
+TEST_F(Ib, CompletionErrorsWithoutFailoverAreNamed) {
+  for (const char* fault : {"qp_error_after=300", "rem_access_after=300"}) {
+    SpawnOptions o = options();
+    o.env["THESEUS_IB_FAILOVER"] = "0";
     o.args.push_back(std::string("fault=1:") + fault);
     auto r = runRanks("ib_until_error", 3, o);
     EXPECT_TRUE(r.allOk()) << fault << ": " << r.describe();
     const std::string err = readFile(dir_ + "/error.1");
     EXPECT_NE(err.find("completed with status"), std::string::npos) << fault << ": " << err;
+    fprintf(stderr, "%s: rank 1: %s", fault, err.c_str());
     (void)system(("rm -f " + dir_ + "/error.* " + dir_ + "/started").c_str());
+  }
+}
+
+// A rank killed mid-job: the failover does not hide it; the others fail (naming it), no hang.
+TEST_F(Ib, APeerKilledMidJobFailsTheOthersCleanly) {
+  SpawnOptions o = options();
+  o.args.push_back("kill=2");
+  auto r = runRanks("ib_until_error", 3, o);
+  ASSERT_EQ(r.exitCodes.size(), 3u);
+  for (size_t k = 0; k < r.exitCodes.size(); ++k)
+    EXPECT_EQ(r.exitCodes[k], r.ranks[k] == 2 ? 128 + SIGKILL : 0) << r.describe();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string err = readFile(dir_ + "/error." + std::to_string(rank));
+    EXPECT_NE(err.find("rank 2"), std::string::npos) << rank << ": " << err;
+    fprintf(stderr, "rank %d: %s", rank, err.c_str());
   }
 }

@@ -27,11 +27,25 @@
 // Every completion re-posts the receive it consumed. One CQ per comm, polled
 // under the comm's mutex by whichever thread calls isend/irecv/test.
 //
+// Failover to TCP (THESEUS_IB_FAILOVER, on by default; ib_failover.cc): the
+// set-up socket stays open. When the IB path fails under a connection — its
+// port goes down, or a completion fails (retries exhausted, a QP in error,
+// an access error) — the side that saw it moves its QPs to the error state,
+// drains its CQ and tells the other side over the socket: the sender sends
+// FAILOVER, the receiver RESUME(k), k = the first message it has not received
+// in full (every QP delivered its chunk). The sender, which still holds every
+// message it was not told is complete, completes those below k and sends k and
+// later ones over the socket as [header{seq, size, tag}][bytes], in order; new
+// messages follow them. So nothing is lost, duplicated or reordered, and the
+// connection carries on at TCP speed (it does not move back). Each failover is
+// a WARN and counts in rank.<r>.net_failovers.
+//
 // Errors are sticky and name the device, the peer's address and the QP: a
-// completion error (ibv_wc_status_str), a port that went down, a CTS or
-// immediate that breaks the protocol (garbage from the peer), a message larger
-// than the receive posted for it. Once a QP failed, the flushed completions
-// after it are not reported again.
+// completion error (ibv_wc_status_str), a port that went down (with failover
+// off, or when the socket fails too), a CTS or immediate that breaks the
+// protocol (garbage from the peer), a message larger than the receive posted
+// for it. Once a QP failed, the flushed completions after it are not reported
+// again.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -54,6 +68,19 @@ inline constexpr uint64_t kHandleMagic = 0x31444e4842495354ull;  // "TSIBHND1"
 inline constexpr uint64_t kInfoMagic = 0x314f464e49424954ull;    // "TIBINFO1"
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint8_t kReady = 0x5a;
+inline constexpr uint32_t kTcpMagic = 0x50434954u;  // "TICP"
+enum TcpType : uint32_t { kFailover = 1, kResume = 2, kData = 3 };
+
+// What travels on the set-up socket after the set-up (failover, ib_failover.cc).
+struct TcpHeader {
+  uint32_t magic;
+  uint32_t type;
+  uint64_t seq;
+  int64_t size;
+  int32_t tag;
+  uint32_t reserved;
+};
+static_assert(sizeof(TcpHeader) == 32);
 
 struct CtsEntry {
   uint64_t addr;
@@ -106,6 +133,11 @@ struct IbRequest {
   int pending = 0;  // completions still expected
   int64_t size = 0;
   uint64_t seq = 0;
+  // Kept for the failover (a send is re-sent from them; a receive is filled through the socket).
+  char* data = nullptr;
+  int64_t capacity = 0;  // receives: the bytes posted
+  int tag = 0;
+  size_t moved = 0;      // bytes moved over the socket
 };
 
 // What regMr hands out.
@@ -127,6 +159,8 @@ class IbComm {
   wire::ConnInfo localInfo() const;
   Status connectQps(const wire::ConnInfo& remote);  // RTR, RTS, receives posted
   void setPeer(std::string peer) { peer_ = std::move(peer); }
+  // The set-up socket, kept for the failover (closed with the comm).
+  void adoptSocket(int fd);
 
   // Data (ib_data.cc): ncclResult_t as the net API returns them; errors also logged once.
   ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, void** request);
@@ -141,7 +175,17 @@ class IbComm {
   Status postCtsReceive();
   Status postDataReceive(int qp);
   ncclResult_t fail(Status s);            // under mu_: keeps the first error
+  ncclResult_t failed() const;            // under mu_: the kept error (and this thread's ibLastError)
   IbRequest* freeRequest();
+  // Failover (ib_failover.cc), under mu_. `why`: the IB failure; the result is an error only
+  // when the connection cannot go on.
+  Status failOver(const Status& why);
+  Status checkSocket();              // IB mode: a FAILOVER or RESUME from the peer
+  Status onResume(uint64_t first);   // sender: re-send from `first`
+  Status progressTcp();              // TCP mode: move what the socket takes now
+  Status readHeader(bool* complete);
+  Status sendControl(wire::TcpType type, uint64_t seq);
+  void quiesceQps();                 // QPs to the error state, CQ drained of what completed
   std::string where(int qp) const;        // "mlx5_0:1 QP 3 (to 10.0.0.2:41234)"
 
   const IbVerbs* v_;
@@ -166,6 +210,18 @@ class IbComm {
   uint64_t ctsWritten_ = 0;
   std::vector<uint64_t> arrived_;
   IbRequest* bySlot_[kFifoDepth] = {};
+  // Failover.
+  enum class Mode { kIb, kFailingOver, kTcp };
+  Mode mode_ = Mode::kIb;
+  int sock_ = -1;
+  bool failoverEnabled_ = true;
+  uint64_t lastSocketCheckNs_ = 0;
+  wire::TcpHeader hdr_{};
+  size_t hdrDone_ = 0;
+  uint64_t tcpNext_ = 0;               // receiver: the next message the socket brings
+  std::vector<IbRequest*> tcpQueue_;   // sender: messages to write, in order
+  size_t hdrSent_ = 0;                 // sender: bytes of the front message's header written
+  IbRequest* sendBySlot_[kFifoDepth] = {};
 };
 
 }  // namespace theseus::transport::ib

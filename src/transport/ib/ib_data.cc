@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
 #include "transport/ib/ib_comm.h"
+#include "transport/ib/ib_net.h"
 
 namespace theseus::transport::ib {
 namespace {
@@ -34,6 +36,11 @@ ncclResult_t IbComm::fail(Status s) {
     error_ = std::move(s);
     TH_WARN("%s", error_.message().c_str());
   }
+  return failed();
+}
+
+ncclResult_t IbComm::failed() const {
+  ibSetLastError(error_.message());
   return error_.code();
 }
 
@@ -43,15 +50,40 @@ IbRequest* IbComm::freeRequest() {
   return nullptr;
 }
 
+// Drains the CQ; an IB failure (the port down, a failed completion) moves the connection to
+// TCP when it can (ib_failover.cc). Every millisecond without completions it also looks at the
+// set-up socket, where the peer announces a failover it saw first.
 Status IbComm::poll() {
+  if (mode_ != Mode::kIb) return progressTcp();
   if (!dev_->up.load(std::memory_order_relaxed))
-    return remoteError("IB: %s: the port is down", where(-1).c_str());
+    return failOver(remoteError("IB: %s: the port is down", where(-1).c_str()));
   ibv_wc wcs[16];
   for (;;) {
     int n = ibv_poll_cq(cq_, 16, wcs);
-    if (n < 0) return systemError("IB: %s: ibv_poll_cq failed (CQ overrun or device error)", where(-1).c_str());
-    for (int i = 0; i < n; ++i) TH_CHECK(onCompletion(wcs[i]));
-    if (n < 16) return Status::ok();
+    if (n < 0)
+      return failOver(systemError("IB: %s: ibv_poll_cq failed (CQ overrun or device error)", where(-1).c_str()));
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& wc = wcs[i];
+      if (wc.status != IBV_WC_SUCCESS) {
+        int qp = -1;
+        for (size_t q = 0; q < qps_.size(); ++q)
+          if (qps_[q]->qp_num == wc.qp_num) qp = static_cast<int>(q);
+        return failOver(errorStatus(remoteStatus(wc.status) ? ncclRemoteError : ncclSystemError,
+                                    "IB: %s: %s completed with status %d (%s), vendor error 0x%x", where(qp).c_str(),
+                                    kindName(wc.wr_id >> 56), static_cast<int>(wc.status),
+                                    v_->statusText(wc.status), wc.vendor_err));
+      }
+      TH_CHECK(onCompletion(wc));
+    }
+    if (n == 16) continue;
+    if (n == 0 && sock_ >= 0) {
+      const uint64_t now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      if (now - lastSocketCheckNs_ >= 1000000) {
+        lastSocketCheckNs_ = now;
+        return checkSocket();
+      }
+    }
+    return Status::ok();
   }
 }
 
@@ -60,12 +92,6 @@ Status IbComm::onCompletion(const ibv_wc& wc) {
   int qp = -1;
   for (size_t i = 0; i < qps_.size(); ++i)
     if (qps_[i]->qp_num == wc.qp_num) qp = static_cast<int>(i);
-  if (wc.status != IBV_WC_SUCCESS) {
-    const char* text = v_->statusText(wc.status);
-    return errorStatus(remoteStatus(wc.status) ? ncclRemoteError : ncclSystemError,
-                       "IB: %s: %s completed with status %d (%s), vendor error 0x%x", where(qp).c_str(),
-                       kindName(kind), static_cast<int>(wc.status), text, wc.vendor_err);
-  }
   switch (kind) {
     case kCtsRecv: {  // sender: the receiver posted a buffer (one credit)
       const uint32_t slot = ntohl(wc.imm_data);
@@ -105,8 +131,20 @@ Status IbComm::onCompletion(const ibv_wc& wc) {
 ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void** request) {
   *request = nullptr;
   std::lock_guard lock(mu_);
-  if (!error_.isOk()) return error_.code();
+  if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
+  if (mode_ == Mode::kFailingOver) return ncclSuccess;  // "retry" once the receiver said where to resume
+  if (mode_ == Mode::kTcp) {
+    IbRequest* r = freeRequest();
+    if (r == nullptr) return ncclSuccess;
+    *r = IbRequest{IbRequest::kSend, this, 1, static_cast<int64_t>(size), sent_, static_cast<char*>(data), 0, tag, 0};
+    sendBySlot_[sent_ % kFifoDepth] = r;
+    tcpQueue_.push_back(r);
+    ++sent_;
+    *request = r;
+    if (Status s = progressTcp(); !s.isOk()) return fail(s);
+    return ncclSuccess;
+  }
   if (ctsArrived_ <= sent_) return ncclSuccess;  // no credit yet: "retry"
   IbRequest* r = freeRequest();
   if (r == nullptr) return ncclSuccess;
@@ -126,11 +164,9 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
   const size_t nqps = qps_.size();
   const size_t chunk = ((size + nqps - 1) / nqps + 127) / 128 * 128;
   const uint64_t index = static_cast<uint64_t>(r - requests_);
-  r->kind = IbRequest::kSend;
-  r->comm = this;
-  r->pending = static_cast<int>(nqps);
-  r->size = static_cast<int64_t>(size);
-  r->seq = sent_;
+  *r = IbRequest{IbRequest::kSend, this, static_cast<int>(nqps), static_cast<int64_t>(size), sent_,
+                 static_cast<char*>(data), 0, tag, 0};
+  sendBySlot_[sent_ % kFifoDepth] = r;
   for (size_t q = 0; q < nqps; ++q) {
     const size_t off = std::min(size, q * chunk), len = std::min(size - off, chunk);
     ibv_sge sge{};
@@ -158,9 +194,20 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
 ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void** request) {
   *request = nullptr;
   std::lock_guard lock(mu_);
-  if (!error_.isOk()) return error_.code();
+  if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
-  if (posted_ - ctsWritten_ >= kFifoDepth || bySlot_[posted_ % kFifoDepth] != nullptr) return ncclSuccess;
+  if (bySlot_[posted_ % kFifoDepth] != nullptr) return ncclSuccess;
+  if (mode_ != Mode::kIb) {  // after a failover: the socket fills it, in order
+    IbRequest* r = freeRequest();
+    if (r == nullptr) return ncclSuccess;
+    *r = IbRequest{IbRequest::kRecv, this, 1, 0, posted_, static_cast<char*>(data), static_cast<int64_t>(size), tag, 0};
+    bySlot_[posted_ % kFifoDepth] = r;
+    ++posted_;
+    *request = r;
+    if (Status s = progressTcp(); !s.isOk()) return fail(s);
+    return ncclSuccess;
+  }
+  if (posted_ - ctsWritten_ >= kFifoDepth) return ncclSuccess;
   IbRequest* r = freeRequest();
   if (r == nullptr) return ncclSuccess;
   if (size > 0 && mhandle == nullptr) return fail(internalError("IB: irecv of %zu bytes without a registration", size));
@@ -173,11 +220,8 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
   e.size = static_cast<int64_t>(size);
   e.tag = tag;
   e.reserved = 0;
-  r->kind = IbRequest::kRecv;
-  r->comm = this;
-  r->pending = static_cast<int>(qps_.size());
-  r->size = 0;
-  r->seq = posted_;
+  *r = IbRequest{IbRequest::kRecv, this, static_cast<int>(qps_.size()), 0, posted_, static_cast<char*>(data),
+                 static_cast<int64_t>(size), tag, 0};
   bySlot_[slot] = r;
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(&e);
@@ -206,7 +250,7 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
 ncclResult_t IbComm::test(IbRequest* r, int* done, int* size) {
   *done = 0;
   std::lock_guard lock(mu_);
-  if (!error_.isOk()) return error_.code();
+  if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
   if (r->pending > 0) return ncclSuccess;
   *done = 1;

@@ -45,6 +45,7 @@ struct IbDevice {
   int maxQpWr = 0;
   std::atomic<bool> up{true};
   std::atomic<uint64_t> asyncErrors{0};
+  std::atomic<uint64_t> failovers{0};  // connections of this port that moved to TCP
   std::string describe() const;  // "mlx5_0:1 (IB, LID 3, 200000 Mb/s)"
 };
 

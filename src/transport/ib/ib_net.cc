@@ -19,9 +19,12 @@
 namespace theseus::transport::ib {
 namespace {
 
+thread_local std::string lastError;
+
 // An error of a set-up step, logged once, as the net API's result.
 ncclResult_t report(const Status& s) {
   TH_WARN("%s", s.message().c_str());
+  lastError = s.message();
   return s.code();
 }
 
@@ -237,6 +240,8 @@ ncclResult_t ibConnect(void*, int dev, void* opaque, void** sendComm, ncclNetDev
         auto r = moveSome(c->fd, &ready, 1, &c->done, true, "sending the ready byte");
         if (!r.isOk()) return failed(r.status());
         if (r.value() == Io::kAgain) return ncclSuccess;
+        c->comm->adoptSocket(c->fd);  // kept for the failover
+        c->fd = -1;
         *sendComm = c->comm.release();
         forgetConnecting(c);
         h->connecting = nullptr;
@@ -296,7 +301,7 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11
         if (!r.isOk()) return failed(r.status());
         if (r.value() == Io::kAgain) return ncclSuccess;
         if (ready != wire::kReady) return failed(remoteError("IB: accept: the peer sent a bad ready byte"));
-        ::close(l->conn);
+        l->comm->adoptSocket(l->conn);  // kept for the failover
         l->conn = -1;
         l->stage = 0;
         *recvComm = l->comm.release();
@@ -385,5 +390,7 @@ const ncclNet_v12_t kIbNet = {
 }  // namespace
 
 const ncclNet_v12_t* ibNet() { return &kIbNet; }
+const char* ibLastError() { return lastError.c_str(); }
+void ibSetLastError(const std::string& text) { lastError = text; }
 
 }  // namespace theseus::transport::ib

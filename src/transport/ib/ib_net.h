@@ -6,11 +6,17 @@
 // (NCCL_PTR_HOST): device buffers reach it staged through host memory.
 #pragma once
 
+#include <string>
+
 #include "transport/netplugin/nccl_net_abi.h"
 
 namespace theseus::transport::ib {
 
 inline constexpr int kIbNetVersion = 12;
 const ncclNet_v12_t* ibNet();
+// What the last call of this thread that failed said (the network's own words: the device, the
+// peer, the QP, the completion status); "" when none failed.
+const char* ibLastError();
+void ibSetLastError(const std::string& text);
 
 }  // namespace theseus::transport::ib

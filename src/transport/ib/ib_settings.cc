@@ -29,6 +29,10 @@ const IntKnob kPkey("NCCL_IB_PKEY", 0, "IB partition key index of the QPs");
 const IntKnob kQpsPerConnection("NCCL_IB_QPS_PER_CONNECTION", 1,
                                 "QPs per IB connection; messages are split across them (1..16)");
 
+const BoolKnob kFailover("THESEUS_IB_FAILOVER", true,
+                         "When the IB path of a connection fails (its port goes down, a completion fails), the "
+                         "connection moves to TCP and re-sends what was not delivered, instead of failing");
+
 int clamp(const IntKnob& k, int lo, int hi) {
   int64_t v = k.get();
   if (v < lo || v > hi) {
@@ -56,6 +60,7 @@ IbSettings read() {
   s.trafficClass = clamp(kTrafficClass, 0, 255);
   s.pkeyIndex = clamp(kPkey, 0, 65535);
   s.qpsPerConnection = clamp(kQpsPerConnection, 1, 16);
+  s.failover = kFailover.get();
   return s;
 }
 

@@ -18,6 +18,7 @@ struct IbSettings {
   int trafficClass = 0;      // NCCL_IB_TC
   int pkeyIndex = 0;         // NCCL_IB_PKEY
   int qpsPerConnection = 1;  // NCCL_IB_QPS_PER_CONNECTION
+  bool failover = true;      // THESEUS_IB_FAILOVER
   static const IbSettings& get();
 };
 

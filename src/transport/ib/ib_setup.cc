@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "transport/ib/ib_comm.h"
@@ -16,6 +17,7 @@ IbComm::~IbComm() {
   if (cq_ != nullptr && v_->destroyCq(cq_) != 0) TH_WARN("IB: ibv_destroy_cq failed: %s", strerror(errno));
   if (fifoMr_ != nullptr) dev_->mrs->release(fifoMr_);
   if (ctsMr_ != nullptr) dev_->mrs->release(ctsMr_);
+  if (sock_ >= 0) ::close(sock_);
   std::free(fifo_);
   std::free(ctsLocal_);
 }

@@ -63,6 +63,15 @@ Result<NetApi> NetApi::bind(const void* descriptor, int version, void* context, 
   return api;
 }
 
+std::string NetApi::label() const {
+  return (builtIn_ ? "network '" : "NCCL net plugin '") + name_ + "'";
+}
+
+std::string NetApi::detail() const {
+  const char* why = lastError_ != nullptr ? lastError_() : nullptr;
+  return why != nullptr && *why != '\0' ? std::string(": ") + why : std::string();
+}
+
 size_t NetApi::maxMessageBytes() const { return version_ <= 8 ? size_t(INT_MAX) : size_t(1) << 40; }
 
 ncclResult_t NetApi::listen(int dev, void* handle, void** listenComm) const {

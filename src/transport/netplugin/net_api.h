@@ -26,6 +26,15 @@ class NetApi {
 
   int version() const { return version_; }
   const std::string& name() const { return name_; }
+  // "NCCL net plugin 'X'", or "network 'IB'" for a network built into Theseus.
+  std::string label() const;
+  // A built-in network's own account of the last call that failed on this thread (": why"), else "".
+  std::string detail() const;
+  // For built-in networks (NetPlugin::internal).
+  void markBuiltIn(const char* (*lastError)()) {
+    builtIn_ = true;
+    lastError_ = lastError;
+  }
   // Largest message one isend/irecv takes (sizes are int up to v8).
   size_t maxMessageBytes() const;
 
@@ -47,6 +56,8 @@ class NetApi {
   int version_ = 0;
   void* context_ = nullptr;
   std::string name_;
+  bool builtIn_ = false;
+  const char* (*lastError_)() = nullptr;
 };
 
 }  // namespace theseus::transport::netplugin

@@ -15,8 +15,8 @@ void NetEndpoint::fail(Status s) {
 }
 
 Status NetEndpoint::pluginError(const char* call, const char* direction, ncclResult_t r) const {
-  return remoteError("NCCL net plugin '%s': %s %s rank %d channel %d failed with %d (%s)", api_.name().c_str(), call,
-                     direction, p_.peer, p_.channel, static_cast<int>(r), resultName(r));
+  return remoteError("%s: %s %s rank %d channel %d failed with %d (%s)%s", api_.label().c_str(), call, direction,
+                     p_.peer, p_.channel, static_cast<int>(r), resultName(r), api_.detail().c_str());
 }
 
 bool NetEndpoint::registerRing(void* comm, void** mhandle, const char* direction) {
@@ -26,8 +26,8 @@ bool NetEndpoint::registerRing(void* comm, void** mhandle, const char* direction
     return false;
   }
   connected_.store(true, std::memory_order_release);
-  TH_INFO(log::kNet, "rank %d %s rank %d channel %d: connected through NCCL net plugin '%s' (device %d)", p_.rank,
-          std::string(direction) == "to" ? "->" : "<-", p_.peer, p_.channel, api_.name().c_str(), p_.device);
+  TH_INFO(log::kNet, "rank %d %s rank %d channel %d: connected through %s (device %d)", p_.rank,
+          std::string(direction) == "to" ? "->" : "<-", p_.peer, p_.channel, api_.label().c_str(), p_.device);
   return true;
 }
 

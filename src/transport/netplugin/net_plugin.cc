@@ -55,12 +55,13 @@ Result<std::unique_ptr<NetPlugin>> NetPlugin::load(const std::string& path, uint
 }
 
 Result<std::unique_ptr<NetPlugin>> NetPlugin::internal(const void* descriptor, int version, const std::string& origin,
-                                                       uint64_t commId) {
+                                                       uint64_t commId, const char* (*lastError)()) {
   std::unique_ptr<NetPlugin> p(new NetPlugin());
   p->origin_ = origin;
   p->descriptor_ = descriptor;
   p->version_ = version;
   TH_CHECK(p->start(origin, "its table", commId));
+  p->api_.markBuiltIn(lastError);
   return p;
 }
 

@@ -52,8 +52,9 @@ class NetPlugin {
   static Result<std::unique_ptr<NetPlugin>> load(const std::string& path, uint64_t commId);
   // A network built into Theseus (IB): its table, initialised and queried like a plugin's.
   // `origin` stands for the path in messages ("built in").
+  // `lastError`: the network's text for the last call that failed on the calling thread.
   static Result<std::unique_ptr<NetPlugin>> internal(const void* descriptor, int version, const std::string& origin,
-                                                     uint64_t commId);
+                                                     uint64_t commId, const char* (*lastError)());
   // NCCL_NET_PLUGIN's list (or, `set` false, the default libnccl-net.so). Null
   // when nothing is usable; `skipped` receives one line per entry that was not
   // (what was tried, why) - empty when the variable is unset and nothing found.

@@ -189,9 +189,9 @@ Result<NetRecvHandle> makeNetRecv(const NetApi& api, bootstrap::Bootstrap& boot,
   void* listenComm = nullptr;
   ncclResult_t r = api.listen(params.device, handle, &listenComm);
   if (r != ncclSuccess || listenComm == nullptr)
-    return remoteError("NCCL net plugin '%s': listen on device %d for rank %d channel %d failed with %d (%s)",
-                       api.name().c_str(), params.device, params.peer, params.channel, static_cast<int>(r),
-                       resultName(r));
+    return remoteError("%s: listen on device %d for rank %d channel %d failed with %d (%s)%s", api.label().c_str(),
+                       params.device, params.peer, params.channel, static_cast<int>(r), resultName(r),
+                       api.detail().c_str());
   Status s = handOff(boot, params, api, handle, abort);
   if (!s.isOk()) {
     api.closeListen(listenComm);

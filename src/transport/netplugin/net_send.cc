@@ -197,8 +197,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
         connecting_ = true;
         connectDeadline_ = Deadline::afterMs(p_.timeoutMs);
       } else if (connectDeadline_.expired()) {
-        fail(remoteError("NCCL net plugin '%s': connect to rank %d channel %d did not complete within %lld ms",
-                         api_.name().c_str(), p_.peer, p_.channel, static_cast<long long>(p_.timeoutMs)));
+        fail(remoteError("%s: connect to rank %d channel %d did not complete within %lld ms", api_.label().c_str(),
+                         p_.peer, p_.channel, static_cast<long long>(p_.timeoutMs)));
       }
       return false;
     }

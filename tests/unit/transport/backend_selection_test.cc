@@ -114,9 +114,10 @@ TEST(BackendSelection, NcclNetPicksANetworkByNcclsName) {
   expectSocketBetweenTwoRanks(*world, "socket");  // NCCL compares names case-insensitively
   runThreads(2, [&](int r) {
     auto boot = world->bootstrap(r);
-    auto m = makeManager(*boot, 1, {}, "IB");
+    auto m = makeManager(*boot, 1, {}, "Verbs");
     ASSERT_FALSE(m.isOk());
-    EXPECT_TRUE(contains(m.status().message(), "NCCL_NET/netName 'IB': no such network in Theseus (available: Socket)"))
+    EXPECT_TRUE(contains(m.status().message(),
+                         "NCCL_NET/netName 'Verbs': no such network in Theseus (available: IB, Socket)"))
         << m.status().message();
     EXPECT_EQ(m.status().code(), ncclInvalidUsage);
   });

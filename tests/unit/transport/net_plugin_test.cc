@@ -112,16 +112,17 @@ TEST(NetPlugin, NcclNetPicksThePluginOrTheSocketNetwork) {
     ctx.config.net = net;
     auto b = makeBackends(ctx, {});
     ASSERT_TRUE(b.isOk()) << net << ": " << b.status().message();
-    ASSERT_EQ(b.value().size(), 3u);
+    ASSERT_EQ(b.value().size(), 4u);  // shm, the plugin, IB (offering nothing without an HCA), Socket
     EXPECT_EQ(b.value()[1]->kind(), Kind::kNetPlugin);
-    EXPECT_EQ(b.value()[2]->kind(), Kind::kSocket);
+    EXPECT_EQ(b.value()[2]->kind(), Kind::kIb);
+    EXPECT_EQ(b.value()[3]->kind(), Kind::kSocket);
   }
-  ctx.config.net = "IB";
+  ctx.config.net = "Verbs";
   auto bad = makeBackends(ctx, {});
   ASSERT_FALSE(bad.isOk());
-  EXPECT_HAS(bad.status().message(), "NCCL_NET/netName 'IB': no such network in Theseus (available: test_net (NCCL "
+  EXPECT_HAS(bad.status().message(), "NCCL_NET/netName 'Verbs': no such network in Theseus (available: test_net (NCCL "
                                      "net plugin ");
-  EXPECT_HAS(bad.status().message(), "), Socket)");
+  EXPECT_HAS(bad.status().message(), "), IB, Socket)");
   std::ifstream in(log);
   int inits = 0;
   for (std::string line; std::getline(in, line);) inits += line == "init";
