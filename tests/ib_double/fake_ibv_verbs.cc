@@ -5,7 +5,6 @@
 // exception (allocation failure) into the errno-style failure verbs callers expect.
 #include <endian.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,19 +57,27 @@ FakeDevice* makeDevice(const State& s, const DeviceConfig& cfg, int index) {
   return d;
 }
 
-// Whether every page of [addr, addr + len) is mapped (mincore fails with ENOMEM otherwise).
-bool rangeMapped(const void* addr, size_t len) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t begin = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
-  if (end < reinterpret_cast<uintptr_t>(addr)) return false;
-  static thread_local unsigned char vec[4096];
-  while (begin < end) {
-    const uintptr_t chunk = std::min<uintptr_t>(end - begin, page * sizeof(vec));
-    if (mincore(reinterpret_cast<void*>(begin), chunk, vec) != 0) return false;
-    begin += chunk;
+// Whether every page of [addr, addr + len) is mapped readable (and writable when write), as the
+// kernel's pinning of a registration requires: /proc/self/maps, walked in address order.
+bool rangeAccessible(const void* addr, size_t len, bool write) {
+  uintptr_t cursor = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t end = cursor + len;
+  if (end < cursor) return false;
+  FILE* maps = fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return true;  // cannot tell: let it through
+  char line[512];
+  bool ok = false;
+  while (!ok && fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3) continue;
+    if (hi <= cursor) continue;
+    if (lo > cursor || perms[0] != 'r' || (write && perms[1] != 'w')) break;  // a hole or no access
+    cursor = static_cast<uintptr_t>(hi);
+    ok = cursor >= end;
   }
-  return true;
+  fclose(maps);
+  return ok;
 }
 
 ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
@@ -85,7 +92,8 @@ ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
     errno = EINVAL;
     return nullptr;
   }
-  if (addr == nullptr || !rangeMapped(addr, length)) {
+  const unsigned writable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  if (addr == nullptr || !rangeAccessible(addr, length, (access & writable) != 0)) {
     errno = EFAULT;
     return nullptr;
   }

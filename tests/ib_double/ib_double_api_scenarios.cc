@@ -299,14 +299,35 @@ void apiResourceErrors(const std::string&) {
   errno = 0;
   IBD_CHECK(ibv_reg_mr(ep.pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);
   IBD_CHECK_EQ(errno, EINVAL);  // remote write needs local write
-  void* gone = mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  IBD_CHECK(gone != MAP_FAILED);
-  IBD_CHECK_EQ(munmap(static_cast<char*>(gone) + 4096, 4096), 0);
+  // A page without access in the middle, a read-only page: EFAULT (what pinning them would say).
+  char* pages = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  IBD_CHECK(pages != MAP_FAILED);
+  IBD_CHECK_EQ(mprotect(pages + 4096, 4096, PROT_NONE), 0);
   errno = 0;
-  IBD_CHECK(ibv_reg_mr(ep.pd, gone, 3 * 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  IBD_CHECK(ibv_reg_mr(ep.pd, pages, 3 * 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
   IBD_CHECK_EQ(errno, EFAULT);
-  ibv_mr* ok = ibv_reg_mr(ep.pd, gone, 4096, IBV_ACCESS_LOCAL_WRITE);
+  IBD_CHECK_EQ(mprotect(pages + 4096, 4096, PROT_READ), 0);
+  errno = 0;
+  IBD_CHECK(ibv_reg_mr(ep.pd, pages + 4096, 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  IBD_CHECK_EQ(errno, EFAULT);
+  ibv_mr* readOnly = ibv_reg_mr(ep.pd, pages + 4096, 4096, 0);  // read-only memory, read-only access
+  IBD_CHECK(readOnly != nullptr);
+  IBD_CHECK_EQ(ibv_dereg_mr(readOnly), 0);
+  ibv_mr* ok = ibv_reg_mr(ep.pd, pages, 4096, IBV_ACCESS_LOCAL_WRITE);
   IBD_CHECK(ok != nullptr);
+  // Unmapped: a fresh reservation is released, then registered.
+  void* gone = mmap(nullptr, 1 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  IBD_CHECK(gone != MAP_FAILED);
+  IBD_CHECK_EQ(munmap(gone, 1 << 20), 0);
+  errno = 0;
+  ibv_mr* unmapped = ibv_reg_mr(ep.pd, gone, 1 << 20, IBV_ACCESS_LOCAL_WRITE);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer's allocator may have mapped the hole again in between.
+  if (unmapped != nullptr) IBD_CHECK_EQ(ibv_dereg_mr(unmapped), 0);
+#else
+  IBD_CHECK(unmapped == nullptr);
+#endif
+  if (unmapped == nullptr) IBD_CHECK_EQ(errno, EFAULT);
   ibv_mr* iova = ibv_reg_mr_iova2(ep.pd, buf.data(), buf.size(), 0x10000, IBV_ACCESS_LOCAL_WRITE);
   IBD_CHECK(iova != nullptr && iova->lkey != ok->lkey);
 
@@ -314,7 +335,7 @@ void apiResourceErrors(const std::string&) {
   IBD_CHECK_EQ(ibv_destroy_cq(ep.scq), EBUSY);  // the QP uses it
   IBD_CHECK_EQ(ibv_dereg_mr(ok), 0);
   IBD_CHECK_EQ(ibv_dereg_mr(iova), 0);
-  munmap(gone, 3 * 4096);
+  munmap(pages, 3 * 4096);
 
   // No event queued: a non-blocking async fd says EAGAIN.
   fcntl(ep.ctx->async_fd, F_SETFL, fcntl(ep.ctx->async_fd, F_GETFL) | O_NONBLOCK);
