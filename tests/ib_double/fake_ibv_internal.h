@@ -148,7 +148,11 @@ struct Buffer {
   void consume(size_t n);
   void append(const void* p, size_t n);
   void clear() {
-    bytes.clear();
+    if (bytes.capacity() > (8u << 20)) {
+      std::vector<char>().swap(bytes);  // a large frame's memory goes back
+    } else {
+      bytes.clear();
+    }
     start = 0;
   }
 };

@@ -44,7 +44,10 @@ constexpr uint32_t kResponseMagic = 0x46494252;  // "RBIF"
 constexpr size_t kReadChunk = 256 * 1024;
 constexpr auto kPortCheckPeriod = std::chrono::milliseconds(10);
 constexpr auto kConnectRetry = std::chrono::milliseconds(1);
-constexpr auto kMinIdle = std::chrono::milliseconds(250);
+// A request in flight fails when its connection moves no byte for max(retry budget, this): it only
+// catches a peer that is alive but frozen (a dead one closes its socket), and a slow (sanitized)
+// peer busy copying a large frame must not look frozen.
+constexpr auto kMinIdle = std::chrono::milliseconds(2000);
 
 enum WireOp : uint8_t { kOpWrite = 1, kOpSend = 2, kOpRead = 3 };
 enum WireStatus : uint8_t { kAck = 1, kRetry, kRnr, kAccess, kInvalid, kOpError };
@@ -474,6 +477,11 @@ void onRequest(State& s, InConn* c, FakeQp* qp, const WireHeader& h, const char*
 
 // Parses and applies the requests in c->in; false when the connection was closed.
 bool parseRequests(State& s, InConn* c, FakeQp* qp) {
+  uint32_t magic = 0;
+  if (c->in.size() >= sizeof(magic) && (memcpy(&magic, c->in.data(), sizeof(magic)), magic != kRequestMagic)) {
+    protocolError(s, c, qp, "garbage frame");
+    return false;
+  }
   while (c->in.size() >= sizeof(WireHeader)) {
     WireHeader h;
     memcpy(&h, c->in.data(), sizeof(h));
@@ -502,12 +510,12 @@ void onInConnEvent(State& s, InConn* c, short revents) {
     const Io io = readSome(c->fd, &c->in, &progress);
     if (!parseRequests(s, c, qp)) return;
     if (io != Io::kOk) {
-      // The requester went away; a frame cut short is an error on this QP, a clean end is not.
-      if (c->in.size() > 0) {
-        protocolError(s, c, qp, "truncated frame");
-      } else {
-        closeInConn(s, c);
-      }
+      // The requester went away (its QP failed or was destroyed, or its process died). A request cut
+      // short is dropped, as a responder never sees the missing packets: this QP is not affected.
+      if (c->in.size() > 0)
+        warn("QP %u: the requester closed its connection in the middle of a request (%zu bytes); dropped",
+             qp->qp.qp_num, c->in.size());
+      closeInConn(s, c);
       return;
     }
   }

@@ -181,7 +181,13 @@ TEST(IbDoubleApi, ExportsTheVerbsSymbolsUnderTheRealName) {
 
 TEST(IbDoubleData, RdmaWriteWithImmediate) { runPair("write_imm"); }
 
-TEST(IbDoubleData, RdmaWriteWithImmediateOnOneHost) { runPair("write_imm", {{"THESEUS_FAKE_IBV_HOST", "same"}}); }
+TEST(IbDoubleData, RdmaWriteWithImmediateOnOneHost) {
+  runPair("write_imm", {{"THESEUS_FAKE_IBV_HOST", "same"}, {"IBD_VARIANT", "same_host"}});
+}
+
+TEST(IbDoubleData, RdmaWriteWithImmediateOnTheSecondPort) {
+  runPair("write_imm", {{"THESEUS_FAKE_IBV_DEVICES", "fake_mlx5_0:ports=2"}, {"IBD_PORT", "2"}});
+}
 
 TEST(IbDoubleData, RdmaWriteWithImmediateOverRoce) {
   runPair("write_imm", {{"THESEUS_FAKE_IBV_DEVICES", "fake_roce0:link=eth"}});
@@ -194,6 +200,8 @@ TEST(IbDoubleData, SendRecvScatterAndTooLong) { runPair("send_recv"); }
 TEST(IbDoubleData, InlineDataIsTakenAtPostTime) { runPair("inline"); }
 
 TEST(IbDoubleData, RdmaRead) { runPair("read"); }
+
+TEST(IbDoubleData, BothDirectionsAtOnceWithPostAndPollOnTwoThreads) { runPair("bidirectional"); }
 
 TEST(IbDoubleErrors, RemoteAccessErrors) {
   for (const char* v : {"no_remote_write", "out_of_range", "deregistered", "read_no_remote_read"}) {
