@@ -152,15 +152,19 @@ THESEUS_RANK_FN(ib_until_error) {
 // A fault mid-job that the failover absorbs: `count` checked collectives must all succeed (rank 0
 // marks <dir>/started after 20, when the test takes a port down); then rank `moved` (-1: any rank)
 // must count a failover in rank.<r>.net_failovers, and the rank's log must show `text`.
-// args: dir, count, moved, text, then "fault=<rank>:<spec>".
+// args: dir, count, moved, text, then "fault=<rank>:<spec>" and "heal=<i>" (rank 0 marks <dir>/heal
+// at collective i, when the test brings the port back; every rank pauses there so the move back
+// has time to happen).
 THESEUS_RANK_FN(ib_survives) {
   ownHost(ctx);
   const std::string dir = ctx.args.at(0);
   const int count = std::stoi(ctx.args.at(1)), moved = std::stoi(ctx.args.at(2));
+  int heal = -1;
   for (size_t k = 4; k < ctx.args.size(); ++k) {
     const std::string& a = ctx.args[k];
     if (a.rfind("fault=", 0) == 0 && std::stoi(a.substr(6)) == ctx.rank)
       setenv("THESEUS_FAKE_IBV_FAULT", a.substr(a.find(':') + 1).c_str(), 1);
+    if (a.rfind("heal=", 0) == 0) heal = std::stoi(a.substr(5));
   }
   ncclComm_t comm;
   RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
@@ -169,6 +173,8 @@ THESEUS_RANK_FN(ib_survives) {
   for (int i = 0; i < count; ++i) {
     if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
     if (i == 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port goes down meanwhile
+    if (ctx.rank == 0 && i == heal) std::ofstream(dir + "/heal") << "1\n";
+    if (i == heal) std::this_thread::sleep_for(std::chrono::milliseconds(800));  // up again, past the backoff
     bool wrong = false;
     RANK_NCCL(theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong));
     RANK_CHECK(!wrong);
@@ -256,6 +262,23 @@ TEST_F(Ib, APortDownMidJobMovesTheConnectionsToTcp) {
   std::thread downer([&] {
     for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
+  });
+  auto r = runRanks("ib_survives", 3, o);
+  downer.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// The port comes back: the connections move back to IB (after the 0.5 s backoff), still with every
+// result right, and the failover counts stay.
+TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
+  SpawnOptions o = options();
+  o.args.insert(o.args.end(), {"600", "1", "the connection moved back to IB", "heal=200"});
+  std::thread downer([&] {
+    const std::string down = dir_ + "/down-host1-fake_mlx5_0-1";
+    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ofstream(down) << "down\n";
+    for (int i = 0; i < 6000 && !exists(dir_ + "/heal"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    unlink(down.c_str());
   });
   auto r = runRanks("ib_survives", 3, o);
   downer.join();

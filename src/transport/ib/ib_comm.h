@@ -36,9 +36,18 @@
 // in full (every QP delivered its chunk). The sender, which still holds every
 // message it was not told is complete, completes those below k and sends k and
 // later ones over the socket as [header{seq, size, tag}][bytes], in order; new
-// messages follow them. So nothing is lost, duplicated or reordered, and the
-// connection carries on at TCP speed (it does not move back). Each failover is
-// a WARN and counts in rank.<r>.net_failovers.
+// messages follow them. So nothing is lost, duplicated or reordered. Each
+// failover is a WARN and counts in rank.<r>.net_failovers.
+//
+// Moving back (ib_recovery.cc): once the sender's port is up again (no sooner
+// than 0.5 s after the failover, then with a backoff doubling to 10 s while the
+// receiver refuses) and everything it queued went out, the sender makes new QPs
+// and sends RECOVER(seq, its QP numbers) in the stream, after its last TCP
+// message. The receiver, when it reads that far, makes new QPs too if its port
+// is up and answers RECOVERED(its QP numbers) — or REFUSED. The sender connects
+// its QPs, posts its CTS receives and sends READY; only then does the receiver
+// announce its posted receives again (CTS), so no write reaches a QP not ready
+// for it. From READY on the connection is on IB again.
 //
 // Errors are sticky and name the device, the peer's address and the QP: a
 // completion error (ibv_wc_status_str), a port that went down (with failover
@@ -67,9 +76,9 @@ namespace wire {
 inline constexpr uint64_t kHandleMagic = 0x31444e4842495354ull;  // "TSIBHND1"
 inline constexpr uint64_t kInfoMagic = 0x314f464e49424954ull;    // "TIBINFO1"
 inline constexpr uint32_t kVersion = 1;
-inline constexpr uint8_t kReady = 0x5a;
+inline constexpr uint8_t kReadyByte = 0x5a;
 inline constexpr uint32_t kTcpMagic = 0x50434954u;  // "TICP"
-enum TcpType : uint32_t { kFailover = 1, kResume = 2, kData = 3 };
+enum TcpType : uint32_t { kFailover = 1, kResume = 2, kData = 3, kRecover = 4, kRecovered = 5, kRefused = 6, kReady = 7 };
 
 // What travels on the set-up socket after the set-up (failover, ib_failover.cc).
 struct TcpHeader {
@@ -138,6 +147,7 @@ struct IbRequest {
   int64_t capacity = 0;  // receives: the bytes posted
   int tag = 0;
   size_t moved = 0;      // bytes moved over the socket
+  uint32_t rkey = 0;     // receives: the buffer's key, for the CTS
 };
 
 // What regMr hands out.
@@ -156,6 +166,8 @@ class IbComm {
 
   // Set-up steps (ib_setup.cc).
   Status createQps(int nqps);                      // CQ, QPs in INIT, this side's buffers
+  Status createQueues(int nqps);                   // CQ and QPs in INIT (the set-up, and a move back to IB)
+  void destroyQueues();
   wire::ConnInfo localInfo() const;
   Status connectQps(const wire::ConnInfo& remote);  // RTR, RTS, receives posted
   void setPeer(std::string peer) { peer_ = std::move(peer); }
@@ -173,6 +185,7 @@ class IbComm {
   Status poll();                          // under mu_
   Status onCompletion(const ibv_wc& wc);  // under mu_
   Status postCtsReceive();
+  Status postCts(IbRequest* r);           // receiver: announce a posted receive to the sender
   Status postDataReceive(int qp);
   ncclResult_t fail(Status s);            // under mu_: keeps the first error
   ncclResult_t failed() const;            // under mu_: the kept error (and this thread's ibLastError)
@@ -186,6 +199,10 @@ class IbComm {
   Status readHeader(bool* complete);
   Status sendControl(wire::TcpType type, uint64_t seq);
   void quiesceQps();                 // QPs to the error state, CQ drained of what completed
+  Status sendAll(const void* data, size_t bytes, const char* what);  // small control messages
+  Result<bool> readInfo();           // the ConnInfo after a RECOVER/RECOVERED header (true: complete)
+  Status maybeRecover();             // sender, TCP mode: start the move back when it may (ib_recovery.cc)
+  Status onRecoverMessage();         // the RECOVER, RECOVERED, REFUSED or READY in hdr_
   std::string where(int qp) const;        // "mlx5_0:1 QP 3 (to 10.0.0.2:41234)"
 
   const IbVerbs* v_;
@@ -211,7 +228,7 @@ class IbComm {
   std::vector<uint64_t> arrived_;
   IbRequest* bySlot_[kFifoDepth] = {};
   // Failover.
-  enum class Mode { kIb, kFailingOver, kTcp };
+  enum class Mode { kIb, kFailingOver, kTcp, kRecovering };
   Mode mode_ = Mode::kIb;
   int sock_ = -1;
   bool failoverEnabled_ = true;
@@ -222,6 +239,11 @@ class IbComm {
   std::vector<IbRequest*> tcpQueue_;   // sender: messages to write, in order
   size_t hdrSent_ = 0;                 // sender: bytes of the front message's header written
   IbRequest* sendBySlot_[kFifoDepth] = {};
+  // Moving back.
+  uint64_t nextRecoveryNs_ = 0;
+  int64_t recoveryBackoffMs_ = 500;
+  wire::ConnInfo info_{};
+  size_t infoDone_ = 0;
 };
 
 }  // namespace theseus::transport::ib

@@ -197,32 +197,33 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
   if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
   if (bySlot_[posted_ % kFifoDepth] != nullptr) return ncclSuccess;
-  if (mode_ != Mode::kIb) {  // after a failover: the socket fills it, in order
-    IbRequest* r = freeRequest();
-    if (r == nullptr) return ncclSuccess;
-    *r = IbRequest{IbRequest::kRecv, this, 1, 0, posted_, static_cast<char*>(data), static_cast<int64_t>(size), tag, 0};
-    bySlot_[posted_ % kFifoDepth] = r;
-    ++posted_;
-    *request = r;
-    if (Status s = progressTcp(); !s.isOk()) return fail(s);
-    return ncclSuccess;
-  }
-  if (posted_ - ctsWritten_ >= kFifoDepth) return ncclSuccess;
+  if (mode_ == Mode::kIb && posted_ - ctsWritten_ >= kFifoDepth) return ncclSuccess;
   IbRequest* r = freeRequest();
   if (r == nullptr) return ncclSuccess;
   if (size > 0 && mhandle == nullptr) return fail(internalError("IB: irecv of %zu bytes without a registration", size));
   const auto* mem = static_cast<const IbMemory*>(mhandle);
-  const uint64_t slot = posted_ % kFifoDepth;
+  // Over the socket a message is one piece; on IB (or once a move back to it completes) one per QP.
+  *r = IbRequest{IbRequest::kRecv, this, static_cast<int>(mode_ == Mode::kTcp ? 1 : qps_.size()), 0, posted_,
+                 static_cast<char*>(data), static_cast<int64_t>(size), tag, 0, mem != nullptr ? mem->mr->rkey : 0};
+  bySlot_[posted_ % kFifoDepth] = r;
+  ++posted_;
+  *request = r;
+  // On IB the receive is announced to the sender now; otherwise the socket fills it, in order
+  // (and a move back to IB announces it then).
+  Status s = mode_ == Mode::kIb ? postCts(r) : progressTcp();
+  if (!s.isOk()) return fail(s);
+  return ncclSuccess;
+}
+
+Status IbComm::postCts(IbRequest* r) {
+  const uint64_t slot = r->seq % kFifoDepth;
   wire::CtsEntry& e = ctsLocal_[slot];
-  e.addr = reinterpret_cast<uintptr_t>(data);
-  e.rkey = mem != nullptr ? mem->mr->rkey : 0;
-  e.seq = static_cast<uint32_t>(posted_);
-  e.size = static_cast<int64_t>(size);
-  e.tag = tag;
+  e.addr = reinterpret_cast<uintptr_t>(r->data);
+  e.rkey = r->rkey;
+  e.seq = static_cast<uint32_t>(r->seq);
+  e.size = r->capacity;
+  e.tag = r->tag;
   e.reserved = 0;
-  *r = IbRequest{IbRequest::kRecv, this, static_cast<int>(qps_.size()), 0, posted_, static_cast<char*>(data),
-                 static_cast<int64_t>(size), tag, 0};
-  bySlot_[slot] = r;
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(&e);
   sge.length = sizeof(e);
@@ -237,14 +238,9 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
   wr.wr.rdma.remote_addr = remote_.fifoAddr + slot * sizeof(wire::CtsEntry);
   wr.wr.rdma.rkey = remote_.fifoRkey;
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qps_[0], &wr, &bad)) {
-    r->kind = IbRequest::kFree;
-    bySlot_[slot] = nullptr;
-    return fail(errnoStatus(rc, "IB: %s: posting a CTS write", where(0).c_str()));
-  }
-  ++posted_;
-  *request = r;
-  return ncclSuccess;
+  if (int rc = ibv_post_send(qps_[0], &wr, &bad))
+    return errnoStatus(rc, "IB: %s: posting a CTS write", where(0).c_str());
+  return Status::ok();
 }
 
 ncclResult_t IbComm::test(IbRequest* r, int* done, int* size) {

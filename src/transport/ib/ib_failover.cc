@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -10,44 +11,34 @@
 #include "common/log.h"
 #include "transport/ib/ib_comm.h"
 #include "transport/ib/ib_settings.h"
+#include "transport/ib/ib_socket_io.h"
 
 namespace theseus::transport::ib {
-namespace {
-
-// One non-blocking transfer on the socket: bytes moved (0 when it would block), or an error.
-Result<size_t> moveNow(int fd, void* buf, size_t bytes, bool sending, const char* what) {
-  for (;;) {
-    ssize_t n = sending ? ::send(fd, buf, bytes, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, buf, bytes, MSG_DONTWAIT);
-    if (n > 0) return static_cast<size_t>(n);
-    if (n == 0 && bytes > 0) return remoteError("the peer closed the connection while %s", what);
-    if (n == 0) return size_t{0};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
-    return errnoStatus(errno, "%s", what);
-  }
-}
-
-}  // namespace
 
 void IbComm::adoptSocket(int fd) {
   sock_ = fd;
   failoverEnabled_ = IbSettings::get().failover;
 }
 
-Status IbComm::sendControl(wire::TcpType type, uint64_t seq) {
-  wire::TcpHeader h{wire::kTcpMagic, type, seq, 0, 0, 0};
+Status IbComm::sendAll(const void* data, size_t bytes, const char* what) {
   size_t done = 0;
-  // 32 bytes on a socket that carried nothing since the set-up: the kernel takes them at once.
-  for (int spins = 0; done < sizeof(h); ++spins) {
-    auto n = moveNow(sock_, reinterpret_cast<char*>(&h) + done, sizeof(h) - done, true, "sending a failover message");
+  // A few hundred bytes at a moment the sender's queue is empty: the kernel takes them at once,
+  // or within a few retries.
+  for (int spins = 0; done < bytes; ++spins) {
+    auto n = moveNow(sock_, const_cast<char*>(static_cast<const char*>(data)) + done, bytes - done, true, what);
     if (!n.isOk()) return n.status().withContext("IB: " + where(-1));
     done += n.value();
     if (n.value() == 0) {
-      if (spins > 100000) return remoteError("IB: %s: the failover message cannot be sent", where(-1).c_str());
+      if (spins > 100000) return remoteError("IB: %s: %s: the socket takes nothing", where(-1).c_str(), what);
       usleep(10);
     }
   }
   return Status::ok();
+}
+
+Status IbComm::sendControl(wire::TcpType type, uint64_t seq) {
+  wire::TcpHeader h{wire::kTcpMagic, type, seq, 0, 0, 0};
+  return sendAll(&h, sizeof(h), "sending a failover message");
 }
 
 void IbComm::quiesceQps() {
@@ -86,6 +77,7 @@ Status IbComm::failOver(const Status& why) {
   if (mode_ != Mode::kIb) return Status::ok();
   TH_WARN("%s; the connection moves to TCP", why.message().c_str());
   dev_->failovers.fetch_add(1);
+  nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
   quiesceQps();
   if (side_ == kSender) {
     TH_CHECK(sendControl(wire::kFailover, sent_));
@@ -113,6 +105,7 @@ Status IbComm::onResume(uint64_t first) {
   if (mode_ == Mode::kIb) {  // the receiver saw the failure first
     TH_WARN("IB: %s: the peer's IB path failed; the connection moves to TCP", where(-1).c_str());
     dev_->failovers.fetch_add(1);
+    nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
     quiesceQps();
   }
   tcpQueue_.clear();
@@ -141,7 +134,7 @@ Status IbComm::readHeader(bool* complete) {
     if (n.value() == 0) return Status::ok();
     hdrDone_ += n.value();
   }
-  if (hdr_.magic != wire::kTcpMagic || hdr_.type < wire::kFailover || hdr_.type > wire::kData)
+  if (hdr_.magic != wire::kTcpMagic || hdr_.type < wire::kFailover || hdr_.type > wire::kReady)
     return remoteError("IB: %s: protocol error: garbage on the failover socket", where(-1).c_str());
   *complete = true;
   return Status::ok();
@@ -168,6 +161,12 @@ Status IbComm::checkSocket() {
 
 Status IbComm::progressTcp() {
   if (side_ == kSender) {
+    if (mode_ == Mode::kRecovering) {
+      bool complete = false;
+      TH_CHECK(readHeader(&complete));
+      if (!complete) return Status::ok();
+      return onRecoverMessage();
+    }
     if (mode_ == Mode::kFailingOver) {
       bool complete = false;
       TH_CHECK(readHeader(&complete));
@@ -196,7 +195,7 @@ Status IbComm::progressTcp() {
       tcpQueue_.erase(tcpQueue_.begin());
       hdrSent_ = 0;
     }
-    return Status::ok();
+    return maybeRecover();
   }
   for (;;) {
     bool complete = false;
@@ -214,6 +213,12 @@ Status IbComm::progressTcp() {
     if (!complete) return Status::ok();
     if (hdr_.type == wire::kFailover) {  // the sender's own notice, crossed with our RESUME
       hdrDone_ = 0;
+      continue;
+    }
+    if (hdr_.type == wire::kRecover || hdr_.type == wire::kReady) {
+      TH_CHECK(onRecoverMessage());
+      if (mode_ == Mode::kIb) return Status::ok();
+      if (hdrDone_ != 0) return Status::ok();  // the RECOVER's QP numbers are still on their way
       continue;
     }
     if (hdr_.type != wire::kData || hdr_.seq != tcpNext_)

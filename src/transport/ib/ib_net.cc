@@ -236,7 +236,7 @@ ncclResult_t ibConnect(void*, int dev, void* opaque, void** sendComm, ncclNetDev
         break;
       }
       default: {
-        uint8_t ready = wire::kReady;
+        uint8_t ready = wire::kReadyByte;
         auto r = moveSome(c->fd, &ready, 1, &c->done, true, "sending the ready byte");
         if (!r.isOk()) return failed(r.status());
         if (r.value() == Io::kAgain) return ncclSuccess;
@@ -300,7 +300,7 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11
         auto r = moveSome(l->conn, &ready, 1, &l->done, false, "waiting for the peer's ready byte");
         if (!r.isOk()) return failed(r.status());
         if (r.value() == Io::kAgain) return ncclSuccess;
-        if (ready != wire::kReady) return failed(remoteError("IB: accept: the peer sent a bad ready byte"));
+        if (ready != wire::kReadyByte) return failed(remoteError("IB: accept: the peer sent a bad ready byte"));
         l->comm->adoptSocket(l->conn);  // kept for the failover
         l->conn = -1;
         l->stage = 0;

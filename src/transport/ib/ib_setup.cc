@@ -12,9 +12,7 @@
 
 namespace theseus::transport::ib {
 IbComm::~IbComm() {
-  for (ibv_qp* qp : qps_)
-    if (qp != nullptr && v_->destroyQp(qp) != 0) TH_WARN("IB: ibv_destroy_qp failed: %s", strerror(errno));
-  if (cq_ != nullptr && v_->destroyCq(cq_) != 0) TH_WARN("IB: ibv_destroy_cq failed: %s", strerror(errno));
+  destroyQueues();
   if (fifoMr_ != nullptr) dev_->mrs->release(fifoMr_);
   if (ctsMr_ != nullptr) dev_->mrs->release(ctsMr_);
   if (sock_ >= 0) ::close(sock_);
@@ -22,7 +20,28 @@ IbComm::~IbComm() {
   std::free(ctsLocal_);
 }
 
+void IbComm::destroyQueues() {
+  for (ibv_qp* qp : qps_)
+    if (qp != nullptr && v_->destroyQp(qp) != 0) TH_WARN("IB: ibv_destroy_qp failed: %s", strerror(errno));
+  qps_.clear();
+  if (cq_ != nullptr && v_->destroyCq(cq_) != 0) TH_WARN("IB: ibv_destroy_cq failed: %s", strerror(errno));
+  cq_ = nullptr;
+}
+
 Status IbComm::createQps(int nqps) {
+  TH_CHECK(createQueues(nqps));
+  const size_t fifoBytes = sizeof(wire::CtsEntry) * kFifoDepth;
+  void* mem = nullptr;
+  if (posix_memalign(&mem, 4096, fifoBytes) != 0) return systemError("IB: out of memory for a CTS FIFO");
+  memset(mem, 0, fifoBytes);
+  if (side_ == kSender) fifo_ = static_cast<wire::CtsEntry*>(mem);
+  else ctsLocal_ = static_cast<wire::CtsEntry*>(mem);
+  TH_ASSIGN(ibv_mr* mr, dev_->mrs->acquire(mem, fifoBytes));
+  (side_ == kSender ? fifoMr_ : ctsMr_) = mr;
+  return Status::ok();
+}
+
+Status IbComm::createQueues(int nqps) {
   const int depth = kFifoDepth;
   const int cqe = 2 * depth * (nqps + 1) + 8;
   errno = 0;
@@ -51,14 +70,6 @@ Status IbComm::createQps(int nqps) {
       return errnoStatus(rc, "IB: %s: QP %u to INIT", dev_->describe().c_str(), qp->qp_num);
   }
   arrived_.assign(static_cast<size_t>(nqps), 0);
-  const size_t fifoBytes = sizeof(wire::CtsEntry) * depth;
-  void* mem = nullptr;
-  if (posix_memalign(&mem, 4096, fifoBytes) != 0) return systemError("IB: out of memory for a CTS FIFO");
-  memset(mem, 0, fifoBytes);
-  if (side_ == kSender) fifo_ = static_cast<wire::CtsEntry*>(mem);
-  else ctsLocal_ = static_cast<wire::CtsEntry*>(mem);
-  TH_ASSIGN(ibv_mr* mr, dev_->mrs->acquire(mem, fifoBytes));
-  (side_ == kSender ? fifoMr_ : ctsMr_) = mr;
   return Status::ok();
 }
 

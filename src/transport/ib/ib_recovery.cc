@@ -1,0 +1,106 @@
+// IbComm's move back to IB after a failover, once the ports are up again (the
+// protocol is described in ib_comm.h).
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/ib/ib_comm.h"
+#include "transport/ib/ib_socket_io.h"
+
+namespace theseus::transport::ib {
+
+Result<bool> IbComm::readInfo() {
+  while (infoDone_ < sizeof(info_)) {
+    auto n = moveNow(sock_, reinterpret_cast<char*>(&info_) + infoDone_, sizeof(info_) - infoDone_, false,
+                     "reading the peer's new QP numbers");
+    if (!n.isOk()) return n.status().withContext("IB: " + where(-1));
+    if (n.value() == 0) return false;
+    infoDone_ += n.value();
+  }
+  return true;
+}
+
+Status IbComm::maybeRecover() {
+  if (side_ != kSender || mode_ != Mode::kTcp || !tcpQueue_.empty() || sock_ < 0) return Status::ok();
+  if (!dev_->up.load(std::memory_order_relaxed) || nowNs() < nextRecoveryNs_) return Status::ok();
+  const int nqps = static_cast<int>(qps_.size());
+  destroyQueues();
+  TH_CHECK(createQueues(nqps));
+  memset(fifo_, 0, sizeof(wire::CtsEntry) * kFifoDepth);
+  wire::TcpHeader h{wire::kTcpMagic, wire::kRecover, sent_, 0, 0, 0};
+  const wire::ConnInfo mine = localInfo();
+  TH_CHECK(sendAll(&h, sizeof(h), "sending RECOVER"));
+  TH_CHECK(sendAll(&mine, sizeof(mine), "sending RECOVER"));
+  TH_INFO(log::kNet, "IB: %s: the port is up again; asking the peer to move back to IB", where(-1).c_str());
+  infoDone_ = 0;
+  mode_ = Mode::kRecovering;
+  return Status::ok();
+}
+
+Status IbComm::onRecoverMessage() {
+  const uint32_t type = hdr_.type;
+  if (side_ == kSender) {
+    if (type == wire::kRefused) {  // the receiver's port is still down: try again later
+      hdrDone_ = 0;
+      mode_ = Mode::kTcp;
+      recoveryBackoffMs_ = std::min<int64_t>(recoveryBackoffMs_ * 2, 10000);
+      nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
+      return Status::ok();
+    }
+    if (type != wire::kRecovered)
+      return remoteError("IB: %s: protocol error: message %u where RECOVERED was due", where(-1).c_str(), type);
+    TH_ASSIGN(bool complete, readInfo());
+    if (!complete) return Status::ok();  // hdr_ stays complete: the rest comes with the next call
+    hdrDone_ = 0;
+    TH_CHECK(connectQps(info_));  // RTR, RTS, the CTS receives posted
+    ctsArrived_ = sent_;          // the receiver announces its receives again from here
+    TH_CHECK(sendControl(wire::kReady, sent_));
+    mode_ = Mode::kIb;
+    recoveryBackoffMs_ = 500;
+    TH_WARN("IB: %s: the connection moved back to IB at message %llu", where(-1).c_str(),
+            static_cast<unsigned long long>(sent_));
+    return Status::ok();
+  }
+  if (type == wire::kReady) {  // the sender's QPs are ready: announce every receive not yet filled
+    hdrDone_ = 0;
+    if (mode_ != Mode::kRecovering)
+      return remoteError("IB: %s: protocol error: READY without a move back", where(-1).c_str());
+    ctsWritten_ = tcpNext_;
+    mode_ = Mode::kIb;
+    for (uint64_t seq = tcpNext_; seq < posted_; ++seq) {
+      IbRequest* r = bySlot_[seq % kFifoDepth];
+      if (r == nullptr || r->seq != seq) continue;
+      TH_CHECK(postCts(r));
+    }
+    TH_WARN("IB: %s: the connection moved back to IB at message %llu", where(-1).c_str(),
+            static_cast<unsigned long long>(tcpNext_));
+    return Status::ok();
+  }
+  if (type != wire::kRecover || hdr_.seq != tcpNext_)
+    return remoteError("IB: %s: protocol error: message %u (seq %llu) where message %llu was due", where(-1).c_str(),
+                       type, static_cast<unsigned long long>(hdr_.seq), static_cast<unsigned long long>(tcpNext_));
+  TH_ASSIGN(bool complete, readInfo());
+  if (!complete) return Status::ok();
+  hdrDone_ = 0;
+  infoDone_ = 0;
+  if (!dev_->up.load(std::memory_order_relaxed)) return sendControl(wire::kRefused, tcpNext_);
+  destroyQueues();
+  TH_CHECK(createQueues(static_cast<int>(info_.nqps)));
+  TH_CHECK(connectQps(info_));  // RTR, RTS, the data receives posted
+  std::fill(arrived_.begin(), arrived_.end(), tcpNext_);
+  for (IbRequest& r : requests_) {
+    if (r.kind == IbRequest::kRecv && r.pending > 0 && r.seq >= tcpNext_) {
+      r.pending = static_cast<int>(qps_.size());
+      r.size = 0;
+      r.moved = 0;
+    }
+  }
+  wire::TcpHeader h{wire::kTcpMagic, wire::kRecovered, tcpNext_, 0, 0, 0};
+  const wire::ConnInfo mine = localInfo();
+  TH_CHECK(sendAll(&h, sizeof(h), "sending RECOVERED"));
+  TH_CHECK(sendAll(&mine, sizeof(mine), "sending RECOVERED"));
+  mode_ = Mode::kRecovering;  // receives wait for READY before they are announced
+  return Status::ok();
+}
+
+}  // namespace theseus::transport::ib
