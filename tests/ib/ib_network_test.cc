@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -170,15 +171,24 @@ THESEUS_RANK_FN(ib_survives) {
   RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
   std::mt19937_64 gen(99);
   std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
+  std::vector<double> us;
   for (int i = 0; i < count; ++i) {
     if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
     if (i == 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port goes down meanwhile
     if (ctx.rank == 0 && i == heal) std::ofstream(dir + "/heal") << "1\n";
     if (i == heal) std::this_thread::sleep_for(std::chrono::milliseconds(800));  // up again, past the backoff
     bool wrong = false;
+    auto t0 = std::chrono::steady_clock::now();
     RANK_NCCL(theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     RANK_CHECK(!wrong);
   }
+  // What the failover cost: the slowest collective against the median (printed for the notes).
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t slowest = static_cast<size_t>(std::max_element(us.begin(), us.end()) - us.begin());
+  fprintf(stderr, "[rank %d] %d collectives: median %.0f us, 99th %.0f us, slowest %.0f us (collective %zu)\n",
+          ctx.rank, count, sorted[sorted.size() / 2], sorted[sorted.size() * 99 / 100], sorted.back(), slowest);
   if (moved == ctx.rank) {
     const std::string name = "rank." + std::to_string(ctx.rank) + ".net_failovers";
     double value = 0;

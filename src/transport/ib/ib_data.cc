@@ -3,12 +3,12 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
 #include "transport/ib/ib_comm.h"
 #include "transport/ib/ib_net.h"
+#include "transport/ib/ib_socket_io.h"
 
 namespace theseus::transport::ib {
 namespace {
@@ -77,7 +77,7 @@ Status IbComm::poll() {
     }
     if (n == 16) continue;
     if (n == 0 && sock_ >= 0) {
-      const uint64_t now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      const uint64_t now = nowNs();
       if (now - lastSocketCheckNs_ >= 1000000) {
         lastSocketCheckNs_ = now;
         return checkSocket();
