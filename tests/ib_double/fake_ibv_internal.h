@@ -167,6 +167,9 @@ struct FakeQp {
   ibv_qp_cap cap{};
   bool sigAll = false;
 
+  // The QP's state. The wire thread changes it (errors); qp.state, the caller's copy, is updated
+  // only by the caller's own calls (modify, query), as in rdma-core, so reading it is no race.
+  ibv_qp_state state = IBV_QPS_RESET;
   // Attributes set through ibv_modify_qp.
   uint8_t port = 0;
   uint16_t pkeyIndex = 0;

@@ -164,7 +164,7 @@ void resetQp(State& s, FakeQp* qp) {
 }
 
 int modifyQp(State& s, FakeQp* qp, ibv_qp_attr* attr, int mask) {
-  const ibv_qp_state cur = qp->qp.state;
+  const ibv_qp_state cur = qp->state;
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return EINVAL;
   const ibv_qp_state to = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
   if (to == IBV_QPS_ERR || to == IBV_QPS_RESET) {
@@ -173,7 +173,7 @@ int modifyQp(State& s, FakeQp* qp, ibv_qp_attr* attr, int mask) {
       moveToError(s, qp, IBV_WC_WR_FLUSH_ERR);
     } else {
       resetQp(s, qp);
-      qp->qp.state = IBV_QPS_RESET;
+      qp->state = IBV_QPS_RESET;
     }
     return 0;
   }
@@ -185,7 +185,7 @@ int modifyQp(State& s, FakeQp* qp, ibv_qp_attr* attr, int mask) {
     if (int rc = setAlias(s, qp); rc != 0) return rc;
   }
   if (to == IBV_QPS_RTR) setPeer(s, qp);
-  qp->qp.state = to;
+  qp->state = to;
   if (to == IBV_QPS_RTS) wakeWire(s);
   return 0;
 }
@@ -218,7 +218,7 @@ int makeSendWqe(State& s, FakeQp* qp, const ibv_send_wr* wr, SendWqe* w) {
   } else {
     w->sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
   }
-  if (qp->qp.state == IBV_QPS_RTS && qp->sq.size() >= qp->cap.max_send_wr) return ENOMEM;
+  if (qp->state == IBV_QPS_RTS && qp->sq.size() >= qp->cap.max_send_wr) return ENOMEM;
   w->wrId = wr->wr_id;
   w->op = wr->opcode;
   w->signaled = qp->sigAll || (wr->send_flags & IBV_SEND_SIGNALED) != 0;
@@ -249,8 +249,8 @@ void pushCompletion(State& s, FakeCq* cq, const ibv_wc& wc) {
 }
 
 void moveToError(State& s, FakeQp* qp, ibv_wc_status firstStatus) {
-  if (qp->qp.state == IBV_QPS_ERR) return;
-  qp->qp.state = IBV_QPS_ERR;
+  if (qp->state == IBV_QPS_ERR) return;
+  qp->state = IBV_QPS_ERR;
   closeRequesterLocked(qp);
   std::deque<SendWqe> sq;
   std::deque<RecvWqe> rq;
@@ -331,7 +331,7 @@ int postSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard<std::mutex> lock(s.mu);
   auto* qp = reinterpret_cast<FakeQp*>(ibqp);
   for (; wr != nullptr; wr = wr->next) {
-    int rc = qp->qp.state == IBV_QPS_RTS || qp->qp.state == IBV_QPS_ERR ? 0 : EINVAL;
+    int rc = qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_ERR ? 0 : EINVAL;
     SendWqe w;
     if (rc == 0) rc = guard<int>(ENOMEM, [&] { return makeSendWqe(s, qp, wr, &w); });
     if (rc != 0) {
@@ -339,7 +339,7 @@ int postSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       wakeWire(s);
       return rc;
     }
-    if (qp->qp.state == IBV_QPS_ERR) {
+    if (qp->state == IBV_QPS_ERR) {
       pushCompletion(s, qp->scq, sendCompletion(qp, w, IBV_WC_WR_FLUSH_ERR));
     } else {
       qp->sq.push_back(std::move(w));
@@ -355,10 +355,10 @@ int postRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   auto* qp = reinterpret_cast<FakeQp*>(ibqp);
   for (; wr != nullptr; wr = wr->next) {
     int rc = 0;
-    if (qp->qp.state == IBV_QPS_RESET || wr->num_sge < 0 ||
+    if (qp->state == IBV_QPS_RESET || wr->num_sge < 0 ||
         static_cast<uint32_t>(wr->num_sge) > qp->cap.max_recv_sge) {
       rc = EINVAL;
-    } else if (qp->qp.state != IBV_QPS_ERR && qp->rq.size() >= qp->cap.max_recv_wr) {
+    } else if (qp->state != IBV_QPS_ERR && qp->rq.size() >= qp->cap.max_recv_wr) {
       rc = ENOMEM;
     }
     if (rc != 0) {
@@ -368,7 +368,7 @@ int postRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     RecvWqe r;
     r.wrId = wr->wr_id;
     r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
-    if (qp->qp.state == IBV_QPS_ERR) {
+    if (qp->state == IBV_QPS_ERR) {
       pushCompletion(s, qp->rcq, recvFlush(qp, r));
     } else {
       qp->rq.push_back(std::move(r));
@@ -430,7 +430,10 @@ FAKE_IBV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   return guard<int>(ENOMEM, [&] {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    return modifyQp(s, reinterpret_cast<FakeQp*>(qp), attr, mask);
+    auto* q = reinterpret_cast<FakeQp*>(qp);
+    const int rc = modifyQp(s, q, attr, mask);
+    q->qp.state = q->state;
+    return rc;
   });
 }
 
@@ -439,8 +442,9 @@ FAKE_IBV_EXPORT int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_
   std::lock_guard<std::mutex> lock(s.mu);
   auto* qp = reinterpret_cast<FakeQp*>(ibqp);
   memset(attr, 0, sizeof(*attr));
-  attr->qp_state = qp->qp.state;
-  attr->cur_qp_state = qp->qp.state;
+  qp->qp.state = qp->state;
+  attr->qp_state = qp->state;
+  attr->cur_qp_state = qp->state;
   attr->path_mtu = qp->pathMtu;
   attr->qp_access_flags = qp->accessFlags;
   attr->qkey = 0;

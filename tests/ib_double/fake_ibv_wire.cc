@@ -272,7 +272,7 @@ void onResponse(State& s, FakeQp* qp, const WireHeader& h, const char* payload, 
   }
 }
 
-// Parses the responses in qp->in; false when the QP left RTS or the stream is garbage.
+// Parses and handles the responses in qp->in (a garbage stream moves the QP to error).
 void parseResponses(State& s, FakeQp* qp, Clock::time_point now) {
   while (qp->outFd >= 0 && qp->in.size() >= sizeof(WireHeader)) {
     WireHeader h;
@@ -291,7 +291,7 @@ void parseResponses(State& s, FakeQp* qp, Clock::time_point now) {
 }
 
 void progressRequester(State& s, FakeQp* qp, Clock::time_point now) {
-  if (qp->qp.state != IBV_QPS_RTS || qp->sq.empty()) return;
+  if (qp->state != IBV_QPS_RTS || qp->sq.empty()) return;
   SendWqe& w = qp->sq.front();
   if (w.injectError) {
     moveToError(s, qp, IBV_WC_GENERAL_ERR);
@@ -446,7 +446,7 @@ void protocolError(State& s, InConn* c, FakeQp* qp, const char* what) {
 }
 
 void onRequest(State& s, InConn* c, FakeQp* qp, const WireHeader& h, const char* data) {
-  const bool ready = (qp->qp.state == IBV_QPS_RTR || qp->qp.state == IBV_QPS_RTS) &&
+  const bool ready = (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) &&
                      portIsUp(s, devOf(qp), qp->port) && h.dstLid == localLid(s, qp);
   if (!ready) {
     respond(c, h, kRetry, 0, nullptr, 0);
@@ -550,7 +550,7 @@ void checkPorts(State& s) {
         if (c->dev == d) queueAsyncEvent(c, ev);
       if (up) continue;
       for (auto& [id, qp] : s.qps) {
-        const ibv_qp_state st = qp->qp.state;
+        const ibv_qp_state st = qp->state;
         if (qp->ctx->dev == d && qp->port == p && (st == IBV_QPS_INIT || st == IBV_QPS_RTR || st == IBV_QPS_RTS))
           moveToError(s, qp, IBV_WC_RETRY_EXC_ERR);
       }
@@ -570,7 +570,7 @@ struct Ref {
 int pollTimeoutMs(const State& s, Clock::time_point now) {
   Clock::time_point next = now + kPortCheckPeriod;
   for (const auto& [id, qp] : s.qps) {
-    if (qp->qp.state != IBV_QPS_RTS || qp->sq.empty()) continue;
+    if (qp->state != IBV_QPS_RTS || qp->sq.empty()) continue;
     if (qp->inFlight) {
       next = std::min(next, qp->idleEnd);
     } else {
