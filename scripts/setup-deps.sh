@@ -22,6 +22,7 @@ required=(
   libopenmpi-dev
   iproute2             # network namespaces for multi-host tests
   gnuplot-nox          # benchmark plots
+  python3-prometheus-client  # the metrics test parses the endpoint with Prometheus' own parser
   procps
 )
 

@@ -1,6 +1,7 @@
 #include "comm/communicator.h"
 
 #include "comm/collective_engine.h"
+#include "comm/metrics_source.h"
 #include "comm/timeouts.h"
 
 namespace theseus::comm {
@@ -41,6 +42,7 @@ void Communicator::setEngine(std::unique_ptr<CollectiveEngine> e) { engine_ = st
 void Communicator::setProfiler(std::unique_ptr<telemetry::ProfilerSession> p) { profiler_ = std::move(p); }
 
 void Communicator::releaseResources() {
+  removeMetricsSource(this);  // before the engine stops: a scrape may be reading it
   if (engine_) engine_->shutdown();
   engine_.reset();
   profiler_.reset();  // finalize() after the last event

@@ -83,6 +83,10 @@ class Communicator {
   // Tears down engine, transports and bootstrap in that order (idempotent).
   void releaseResources();
 
+  // The communicator's source at the metrics endpoint (comm/metrics_source.h; -1: none).
+  int metricsId() const { return metricsId_; }
+  void setMetricsId(int id) { metricsId_ = id; }
+
   // Lifecycle bookkeeping (jobs and operations in flight, finalize/revoke
   // state), defined and owned by comm/lifecycle*.cc; outlives the handle.
   struct LifecycleState;
@@ -108,6 +112,7 @@ class Communicator {
   std::unique_ptr<telemetry::ProfilerSession> profiler_;
   attrs::AttributeStore attributes_;
   LifecycleState* lifecycleState_ = nullptr;
+  int metricsId_ = -1;
 
   friend struct Reaper;
  public:

@@ -20,6 +20,8 @@
 #include "comm/collective_engine.h"
 #include "comm/group_internal.h"
 #include "comm/lifecycle.h"
+
+#include "comm/metrics_source.h"
 #include "comm/lifecycle_internal.h"
 #include "comm/root_cause.h"
 #include "comm/timeouts.h"
@@ -179,7 +181,9 @@ Status reclaim(const std::shared_ptr<LifecycleState>& st, bool abort) {
   TH_CHECK(waitForOpsIdle(*st, limitMs, abort ? "ncclCommAbort" : "ncclCommDestroy"));
   const int rank = comm->rank();
   if (abort && comm->bootstrap() != nullptr) {
-    // The engine's threads (epoch service) use the bootstrap: stop them before its sockets go.
+    // The engine's threads (epoch service) use the bootstrap: stop them before its sockets go
+    // (and a metrics scrape that reads the engine first).
+    removeMetricsSource(comm);
     if (comm->engine() != nullptr) comm->engine()->shutdown();
     comm->bootstrap()->abandon();  // peers see a failure, not a goodbye
   }
@@ -241,6 +245,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   if (!engine.isOk()) return failInit(comm, engine.status().withContext("creating the collective engine"));
   comm->setEngine(engine.take());
   openProfiler(comm);
+  addMetricsSource(comm, bs.localRank());
 
   comm->setLifecycle(Lifecycle::kReady);
   comm->setAsyncError(ncclSuccess);

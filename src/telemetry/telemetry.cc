@@ -60,6 +60,19 @@ void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs) {
   bump(p2p ? p2p_ : collectives_, 1);
   bump(bytes_, plan.bytes);
   bump(busyNs_, ns);
+  // Per operation type: the names are static strings, so a pointer comparison finds the slot.
+  for (OpSlot& s : ops_) {
+    const char* name = s.op.load(std::memory_order_relaxed);
+    if (name == nullptr) s.op.store(name = plan.opName, std::memory_order_release);
+    if (name != plan.opName) continue;
+    bump(s.count, 1);
+    bump(s.bytes, plan.bytes);
+    bump(s.busyNs, ns);
+    size_t b = 0;
+    while (b < kLatencyBucketCount - 1 && static_cast<double>(ns) > kLatencyBuckets[b] * 1e9) ++b;
+    bump(s.buckets[b], 1);
+    break;
+  }
   if (probes_ != nullptr && !p2p) probes_->recordCollective(ns, r.endNs);
 }
 
@@ -70,6 +83,22 @@ Counters Recorder::counters() const {
   c.bytes = bytes_.load(std::memory_order_relaxed);
   c.busyNs = busyNs_.load(std::memory_order_relaxed);
   return c;
+}
+
+std::vector<OpStats> Recorder::opStats() const {
+  std::vector<OpStats> out;
+  for (const OpSlot& s : ops_) {
+    const char* name = s.op.load(std::memory_order_acquire);
+    if (name == nullptr) break;
+    OpStats o;
+    o.op = name;
+    o.count = s.count.load(std::memory_order_relaxed);
+    o.bytes = s.bytes.load(std::memory_order_relaxed);
+    o.busyNs = s.busyNs.load(std::memory_order_relaxed);
+    for (size_t b = 0; b < kLatencyBucketCount; ++b) o.buckets[b] = s.buckets[b].load(std::memory_order_relaxed);
+    out.push_back(o);
+  }
+  return out;
 }
 
 std::vector<CollectiveRecord> Recorder::recent(size_t max) const {

@@ -46,6 +46,18 @@ struct CollectiveRecord {
   uint64_t waitNs = 0;
 };
 
+// Per operation type ("allreduce", ..., "send/recv"): count, bytes and a latency histogram, for
+// the Prometheus exposition (metrics.h). Buckets are upper bounds in seconds; the last is +Inf.
+inline constexpr double kLatencyBuckets[] = {1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1, 3, 10};
+inline constexpr size_t kLatencyBucketCount = sizeof(kLatencyBuckets) / sizeof(kLatencyBuckets[0]) + 1;
+struct OpStats {
+  const char* op = "";
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  uint64_t busyNs = 0;
+  uint64_t buckets[kLatencyBucketCount] = {};  // not cumulative: plans per bucket
+};
+
 // Totals since the communicator was created.
 struct Counters {
   uint64_t collectives = 0;
@@ -67,6 +79,8 @@ class Recorder {
 
   // Any thread.
   Counters counters() const;
+  // Per operation type, in the order first seen.
+  std::vector<OpStats> opStats() const;
   // The newest records, oldest first (at most `max`).
   std::vector<CollectiveRecord> recent(size_t max) const;
   // One line per record, for logs and tools.
@@ -84,6 +98,14 @@ class Recorder {
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> collectives_{0}, p2p_{0}, bytes_{0}, busyNs_{0};
   std::vector<uint64_t> lastWait_;   // executor thread: per peer, recvWaitNs at the last measurement
+  // Per operation type: single writer (the executor thread), read by any.
+  static constexpr size_t kMaxOps = 16;
+  struct OpSlot {
+    std::atomic<const char*> op{nullptr};  // a static name (plan.opName)
+    std::atomic<uint64_t> count{0}, bytes{0}, busyNs{0};
+    std::atomic<uint64_t> buckets[kLatencyBucketCount] = {};
+  };
+  OpSlot ops_[kMaxOps];
 };
 
 }  // namespace theseus::telemetry
