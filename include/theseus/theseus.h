@@ -121,6 +121,16 @@ ncclResult_t theseusGetEpochInfo(ncclComm_t comm, uint64_t* nextSeq, uint64_t* v
  * for. Set the same value on every rank. */
 ncclResult_t theseusCommSetTimeout(ncclComm_t comm, int64_t timeoutMs);
 
+/* ------------------------------------------------------------------------ */
+/* 5. Flight recorder (implemented by src/telemetry; docs/observability.md)  */
+/* ------------------------------------------------------------------------ */
+
+/* The flight recorder of this rank of `comm` as JSON: its last operations
+ * (THESEUS_FLIGHT_RECORDER_ENTRIES) with their state (queued, running and what
+ * they wait for, done, failed and why) and times — what theseus-doctor reads.
+ * Buffer protocol of theseusListAttributes. */
+ncclResult_t theseusGetFlightRecorder(ncclComm_t comm, char* buffer, size_t size, size_t* needed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,10 @@ namespace theseus::epoch {
 class EpochService;
 }
 
+namespace theseus::telemetry {
+class FlightRecorder;
+}
+
 namespace theseus::comm {
 
 class Communicator;
@@ -82,6 +86,8 @@ class CollectiveEngine {
   virtual epoch::EpochService* epochs() = 0;
   // The number the next collective will get.
   virtual uint64_t nextSeq() const = 0;
+  // The communicator's flight recorder (telemetry/flight_recorder.h).
+  virtual telemetry::FlightRecorder& flightRecorder() = 0;
 
   // Stops background work before the transports go away (finalize/destroy/abort).
   virtual void shutdown() = 0;

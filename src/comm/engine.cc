@@ -1,16 +1,16 @@
 #include "comm/engine.h"
-#include "comm/root_cause.h"
-
-#include "common/deadline.h"
 
 #include <algorithm>
-#include <map>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "comm/communicator.h"
+#include "comm/root_cause.h"
+#include "common/deadline.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "exec/reduce.h"
 #include "telemetry/telemetry.h"
 #include "transport/emulation.h"
 #include "transport/transport_config.h"
@@ -69,6 +69,7 @@ Engine::Engine(Communicator& comm)
     : comm_(comm),
       hostOf_(hostIndices(comm)),
       sliceBytes_(configuredSliceBytes()),
+      flight_(telemetry::FlightRecorder::Identity{comm.rank(), comm.nranks(), comm.commHash()}),
       failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
@@ -112,11 +113,16 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     exec::Plan* p = nextPlan();
     if (ops[i].kind == OpDesc::Kind::kCollective) {
       TH_CHECK(lowerCollective(ops[i], *p));
+      p->traceId = flight_.queued(p->seq, p->opName, p->scheduleName, ops[i].count, exec::typeName(ops[i].type),
+                                  p->bytes, ops[i].root);
       ++i;
     } else {
       size_t j = i;
-      while (j < ops.size() && ops[j].kind != OpDesc::Kind::kCollective) ++j;
+      uint64_t count = 0;
+      while (j < ops.size() && ops[j].kind != OpDesc::Kind::kCollective) count += ops[j++].count;
       TH_CHECK(lowerP2p(&ops[i], j - i, *p));
+      p->traceId = flight_.queued(p->seq, p->opName, p->scheduleName, count, exec::typeName(ops[i].type), p->bytes,
+                                  ops[i].peer);
       i = j;
     }
     lane->plans.push_back(p);
@@ -124,10 +130,14 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     lane->deferredScalars |= p->reduction.scalarSource != nullptr;
   }
   lane->health = [this] { return health(); };
-  if (telemetry::Recorder* t = epochs_ ? epochs_->telemetry() : nullptr)
-    lane->onPlanDone = [t](const exec::Plan& p, uint64_t ns, uint64_t endNs) { t->onPlanDone(p, ns, endNs); };
-  else
-    lane->onPlanDone = nullptr;
+  telemetry::Recorder* t = epochs_ ? epochs_->telemetry() : nullptr;
+  telemetry::FlightRecorder* f = &flight_;
+  lane->onPlanDone = [t, f](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
+    if (t != nullptr) t->onPlanDone(p, ns, endNs);
+    f->done(p.traceId, endNs);
+  };
+  lane->onPlanStart = [f](const exec::Plan& p, uint64_t startNs) { f->started(p.traceId, startNs); };
+  lane->onPlanWait = [f](const exec::Plan& p, const std::string& waits) { f->waiting(p.traceId, waits); };
   return Status::ok();
 }
 
@@ -198,6 +208,8 @@ Status Engine::noteFailure(const Status& s) {
   Status why = withRootCause(s);
   comm_.setAsyncError(why.code(), why.message());
   failureReports_.report(why);
+  flight_.failedAll(why.message());
+  flight_.dumpToFile(why.message());  // THESEUS_FLIGHT_RECORDER_DUMP
   return why;
 }
 

@@ -35,6 +35,7 @@
 #include "comm/template_memo.h"
 #include "epoch/epoch_service.h"
 #include "exec/plan.h"
+#include "telemetry/flight_recorder.h"
 
 namespace theseus::transport {
 class LinkEmulation;
@@ -76,6 +77,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
 
   epoch::EpochService* epochs() override { return epochs_.get(); }
   uint64_t nextSeq() const override { return nextSeq_.load(std::memory_order_relaxed); }
+  telemetry::FlightRecorder& flightRecorder() override { return flight_; }
   void shutdown() override;
 
   // epoch::Participant (epoch thread).
@@ -99,6 +101,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   uint64_t seq_ = 0;
   std::atomic<uint64_t> nextSeq_{0};
   std::unique_ptr<epoch::EpochService> epochs_;
+  telemetry::FlightRecorder flight_;
   epoch::EpochClock* clock_ = nullptr;
   const policy::DecisionTable* table_ = nullptr;  // of the epoch in effect (app thread)
   uint64_t tableVersion_ = 0;

@@ -29,6 +29,7 @@
 #include "common/nccl_variables.h"
 #include "device/cuda_driver.h"
 #include "exec/device/device_executor.h"
+#include "telemetry/flight_recorder.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::comm {
@@ -184,7 +185,10 @@ Status reclaim(const std::shared_ptr<LifecycleState>& st, bool abort) {
     // The engine's threads (epoch service) use the bootstrap: stop them before its sockets go
     // (and a metrics scrape that reads the engine first).
     removeMetricsSource(comm);
-    if (comm->engine() != nullptr) comm->engine()->shutdown();
+    if (comm->engine() != nullptr) {
+      comm->engine()->flightRecorder().dumpToFile("ncclCommAbort");  // THESEUS_FLIGHT_RECORDER_DUMP
+      comm->engine()->shutdown();
+    }
     comm->bootstrap()->abandon();  // peers see a failure, not a goodbye
   }
   comm->releaseResources();

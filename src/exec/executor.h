@@ -47,6 +47,10 @@ struct Lane {
   // Called when a plan of the lane completes (telemetry), with its duration
   // and the steady-clock time it ended (one clock read serves every consumer).
   std::function<void(const Plan&, uint64_t ns, uint64_t endNs)> onPlanDone;
+  // Called when a plan starts (flight recorder), and while it has been idle for 100 ms, every
+  // 100 ms, with what it waits for ("step 2 (recv) round 3/8 waits for data from rank 1").
+  std::function<void(const Plan&, uint64_t startNs)> onPlanStart;
+  std::function<void(const Plan&, const std::string& waits)> onPlanWait;
 };
 
 struct ExecOptions {

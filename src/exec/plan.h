@@ -107,6 +107,7 @@ struct Plan {
   const char* scheduleName = "";
   uint64_t seq = 0;
   size_t bytes = 0;
+  uint64_t traceId = 0;         // the operation's id in the communicator's flight recorder (0: none)
   std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
   void addBuffer(const void* base, size_t size, device::MemoryKind kind, bool isWritten, cudaStream_t s) {
     if (size == 0) return;

@@ -108,6 +108,7 @@ Status beginPlan(LaneRun& lr) {
     lr.cursors.assign(p.conns.size(), Cursor{});
     lr.remaining = static_cast<uint32_t>(p.steps.size());
     lr.startNs = nowNs();
+    if (lr.lane->onPlanStart) lr.lane->onPlanStart(p, lr.startNs);
     if (lr.remaining > 0) return Status::ok();
     if (lr.lane->onPlanDone) lr.lane->onPlanDone(p, 0, lr.startNs);
     ++lr.current;
@@ -312,7 +313,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
   int64_t idle = 0;
   // The clock is read only when idle: progress just marks that the stall
   // interval restarts at the next idle look.
-  uint64_t lastProgressNs = nowNs(), lastHealthNs = 0;
+  uint64_t lastProgressNs = nowNs(), lastHealthNs = 0, lastWaitNoteNs = 0;
   bool progressedSinceLook = false;
   for (;;) {
     bool sleepy = idle >= spinIters && oneManager && onlyManager != nullptr;
@@ -355,12 +356,16 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
     }
     if (now - lastHealthNs > 1000000) {
       lastHealthNs = now;
+      // Idle for 100 ms: tell the flight recorders what the plans wait for (every 100 ms).
+      const bool noteWaits = now - lastProgressNs > 100000000 && now - lastWaitNoteNs > 100000000;
+      if (noteWaits) lastWaitNoteNs = now;
       for (LaneRun& lr : runs) {
         if (lr.finished()) continue;
         Plan& p = lr.plan();
         if (p.abort != nullptr && p.abort->isSet())
           return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
         if (lr.lane->health) TH_CHECK(lr.lane->health().withContext(p.describe()));
+        if (noteWaits && lr.lane->onPlanWait) lr.lane->onPlanWait(p, describeWaits(lr));
         if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
           return timeoutError("%s: rank %d made no progress for %lld ms: %s", p.describe().c_str(), p.rank,
                              static_cast<long long>(stallMs), describeWaits(lr).c_str());

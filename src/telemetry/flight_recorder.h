@@ -1,0 +1,77 @@
+// The flight recorder: the last THESEUS_FLIGHT_RECORDER_ENTRIES operations of
+// a communicator (default 256), always on, with their state — queued (lowered,
+// not started), running (and, once it has been idle for 100 ms, what it waits
+// for: "step 2 (recv) round 3/8 waits for data from rank 1"), done, failed
+// (with the error) — and their times. What PyTorch users know as the NCCL
+// flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE, dump on timeout, fr_trace).
+//
+// Dumps are JSON (format below, the input of theseus-doctor), written:
+//   * when an operation fails (a stall timeout, a dead peer, an error) and at
+//     ncclCommAbort, to THESEUS_FLIGHT_RECORDER_DUMP (a path; %r rank, %p pid,
+//     %c communicator hash; unset: no files);
+//   * on SIGUSR1 when THESEUS_FLIGHT_RECORDER_SIGUSR1=1 (every communicator of
+//     the process; the handler only wakes a thread, which writes);
+//   * on demand: theseusGetFlightRecorder() (include/theseus/theseus.h).
+//
+// Cost: the thread that lowers and runs operations (the caller's, for host
+// memory) writes relaxed atomics into a fixed ring — no lock, no allocation;
+// only the wait text, written while idle, takes a lock. Readers copy the ring
+// and drop entries overwritten meanwhile.
+//
+// {"format": 1, "rank": r, "nranks": n, "comm": "<hash>", "host": "h", "pid": p,
+//  "reason": "...", "now_ns": t, "entries": [{"id": i, "seq": s, "op": "allreduce",
+//  "schedule": "ring", "count": c, "dtype": "float32", "bytes": b, "peer": -1,
+//  "state": "done", "queued_ns": t, "start_ns": t, "end_ns": t, "waiting": "...",
+//  "error": "..."}]}  (times: the steady clock, in ns; 0 = not yet)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace theseus::telemetry {
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { kQueued = 1, kRunning = 2, kDone = 3, kFailed = 4 };
+  struct Identity {
+    int rank = 0;
+    int nranks = 0;
+    uint64_t commHash = 0;
+  };
+
+  explicit FlightRecorder(Identity id, size_t capacity = configuredCapacity());
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  // The thread that lowers and runs operations. Returns the operation's id (1, 2, ...).
+  uint64_t queued(uint64_t seq, const char* op, const char* schedule, uint64_t count, const char* dtype,
+                  uint64_t bytes, int peer);
+  void started(uint64_t id, uint64_t nowNs);
+  void done(uint64_t id, uint64_t endNs);
+  // Every operation not done yet fails with `why`.
+  void failedAll(const std::string& why);
+  // What the running operation `id` waits for (idle executor).
+  void waiting(uint64_t id, const std::string& what);
+
+  // Any thread.
+  std::string json(const std::string& reason) const;
+  // Writes json(reason) to THESEUS_FLIGHT_RECORDER_DUMP (when set); the path, or "" when not written.
+  std::string dumpToFile(const std::string& reason) const;
+
+  static size_t configuredCapacity();
+
+ private:
+  struct Entry;
+  Entry* slot(uint64_t id) const;
+  Identity id_;
+  size_t capacity_;
+  std::unique_ptr<Entry[]> ring_;
+  std::atomic<uint64_t> next_{0};  // ids handed out
+  mutable std::mutex textMu_;      // the entries' waiting/error texts
+};
+
+}  // namespace theseus::telemetry
