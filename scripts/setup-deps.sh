@@ -23,6 +23,7 @@ required=(
   iproute2             # network namespaces for multi-host tests
   gnuplot-nox          # benchmark plots
   python3-prometheus-client  # the metrics test parses the endpoint with Prometheus' own parser
+  python3-jsonschema   # the schema tests (schedules, policies, merged traces)
   procps
 )
 

@@ -70,6 +70,7 @@ Engine::Engine(Communicator& comm)
       hostOf_(hostIndices(comm)),
       sliceBytes_(configuredSliceBytes()),
       flight_(telemetry::FlightRecorder::Identity{comm.rank(), comm.nranks(), comm.commHash()}),
+      trace_(telemetry::TraceWriter::create({comm.rank(), comm.nranks(), comm.commHash()})),
       failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
@@ -82,6 +83,7 @@ void Engine::shutdown() {
     comm_.bootstrap()->setPeerFailureCallback(nullptr, bootstrap::Bootstrap::FailureListener::kCommunicator);
   failureReports_.stop();
   if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
+  if (trace_) trace_->finish();
   memo_.clear();
   scratch_.release();
 }
@@ -132,9 +134,11 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
   lane->health = [this] { return health(); };
   telemetry::Recorder* t = epochs_ ? epochs_->telemetry() : nullptr;
   telemetry::FlightRecorder* f = &flight_;
-  lane->onPlanDone = [t, f](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
+  telemetry::TraceWriter* w = trace_.get();
+  lane->onPlanDone = [t, f, w](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
     if (t != nullptr) t->onPlanDone(p, ns, endNs);
     f->done(p.traceId, endNs);
+    if (w != nullptr) w->operation(p.opName, p.scheduleName, p.seq, p.bytes, endNs - ns, endNs);
   };
   lane->onPlanStart = [f](const exec::Plan& p, uint64_t startNs) { f->started(p.traceId, startNs); };
   lane->onPlanWait = [f](const exec::Plan& p, const std::string& waits) { f->waiting(p.traceId, waits); };
@@ -210,6 +214,10 @@ Status Engine::noteFailure(const Status& s) {
   failureReports_.report(why);
   flight_.failedAll(why.message());
   flight_.dumpToFile(why.message());  // THESEUS_FLIGHT_RECORDER_DUMP
+  if (trace_) {
+    trace_->error(nowNs(), why.message());
+    trace_->finish();  // the communicator cannot go on: write the trace now
+  }
   return why;
 }
 

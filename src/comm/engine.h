@@ -36,6 +36,7 @@
 #include "epoch/epoch_service.h"
 #include "exec/plan.h"
 #include "telemetry/flight_recorder.h"
+#include "telemetry/trace_writer.h"
 
 namespace theseus::transport {
 class LinkEmulation;
@@ -91,6 +92,8 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   Status lowerCollective(const OpDesc& op, exec::Plan& plan);
   Status lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan);
   bool isInPlace(const OpDesc& op) const;
+  // THESEUS_TRACE: this rank's clock offset to rank 0's (collective; after the handshake agreed tracing is on).
+  Status estimateClockOffset();
   // The clock's slow path: lease, reports, installing the next table.
   Status advanceEpoch();
   void adoptEpoch();
@@ -102,6 +105,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   std::atomic<uint64_t> nextSeq_{0};
   std::unique_ptr<epoch::EpochService> epochs_;
   telemetry::FlightRecorder flight_;
+  std::unique_ptr<telemetry::TraceWriter> trace_;  // THESEUS_TRACE (null: off)
   epoch::EpochClock* clock_ = nullptr;
   const policy::DecisionTable* table_ = nullptr;  // of the epoch in effect (app thread)
   uint64_t tableVersion_ = 0;

@@ -1,8 +1,12 @@
 // The engine's side of the control plane (epoch/epoch_service.h): starting it,
 // the clock's slow path on the application thread, and preparing new tables
 // on the epoch thread.
+#include <string>
+#include <vector>
+
 #include "comm/communicator.h"
 #include "comm/engine.h"
+#include "common/deadline.h"
 #include "common/log.h"
 #include "schedule/user/user_schedules.h"
 
@@ -46,6 +50,30 @@ Status Engine::startEpochs() {
   TH_ASSIGN(epochs_, epoch::EpochService::create(o));
   clock_ = &epochs_->clock();
   adoptEpoch();
+  if (trace_) TH_CHECK(estimateClockOffset().withContext("THESEUS_TRACE: aligning the ranks' clocks"));
+  return Status::ok();
+}
+
+// Each round every rank stamps its steady clock, allGathers the stamp and stamps again; rank 0's
+// stamp lies in that interval, so offset = stamp0 - midpoint within half the interval. The round
+// with the smallest interval wins (the first is often skewed by ranks arriving at different times).
+Status Engine::estimateClockOffset() {
+  constexpr int kRounds = 8;
+  int64_t bestOffset = 0, bestError = INT64_MAX;
+  for (int i = 0; i < kRounds; ++i) {
+    const uint64_t before = nowNs();
+    std::vector<std::string> all;
+    TH_CHECK(comm_.bootstrap()->allGather(std::to_string(before), &all));
+    const uint64_t after = nowNs();
+    if (all.empty()) return internalError("the clock round returned nothing");
+    const int64_t stamp0 = std::stoll(all[0]);
+    const int64_t error = static_cast<int64_t>(after - before) / 2;
+    if (error < bestError) {
+      bestError = error;
+      bestOffset = comm_.rank() == 0 ? 0 : stamp0 - static_cast<int64_t>(before + (after - before) / 2);
+    }
+  }
+  trace_->setClock(bestOffset, comm_.rank() == 0 ? 0 : bestError);
   return Status::ok();
 }
 
@@ -60,6 +88,8 @@ Status Engine::advanceEpoch() {
 
 void Engine::adoptEpoch() {
   epoch::Epoch& e = clock_->current();
+  if (trace_ && tableVersion_ != 0 && e.version != tableVersion_)
+    trace_->swap(nowNs(), e.fromSeq, tableVersion_, e.version, e.reason);
   tableVersion_ = e.version;
   table_ = &e.table;
   memo_.adopt(e.version, std::move(e.prepared));

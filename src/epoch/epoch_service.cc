@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "epoch/epoch_service_internal.h"
 #include "policy/tuned_policy.h"
+#include "telemetry/trace_writer.h"
 #include "transport/transport_config.h"
 
 namespace theseus::epoch {
@@ -57,6 +58,8 @@ nlohmann::json sharedSettings() {
   nlohmann::json s = nlohmann::json::object();
   for (const char* name : kMustAgree)
     if (const KnobInfo* k = findKnob(name)) s[name] = knobEffectiveText(*k);
+  // Set or not (the directory may differ per host): tracing adds collective clock rounds.
+  s["THESEUS_TRACE (set)"] = telemetry::TraceWriter::enabled() ? "yes" : "no";
   return s;
 }
 

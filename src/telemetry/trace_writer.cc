@@ -1,0 +1,125 @@
+#include "telemetry/trace_writer.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+namespace theseus::telemetry {
+namespace {
+
+const StringKnob kTrace("THESEUS_TRACE", nullptr,
+                        "Directory for per-rank Chrome/Perfetto traces (theseus-trace.<comm>.<rank>.json, written "
+                        "when the communicator goes away; theseus-trace merge joins them); unset: no traces");
+const IntKnob kMaxEvents("THESEUS_TRACE_MAX_EVENTS", 1000000, "Events a rank's trace keeps; later ones are dropped");
+
+}  // namespace
+
+bool TraceWriter::enabled() { return !kTrace.get().empty(); }
+
+std::unique_ptr<TraceWriter> TraceWriter::create(Identity id) {
+  std::string dir = kTrace.get();
+  if (dir.empty()) return nullptr;
+  return std::unique_ptr<TraceWriter>(new TraceWriter(id, dir));
+}
+
+void TraceWriter::setClock(int64_t offsetNs, int64_t errorNs) {
+  std::lock_guard lock(mu_);
+  offsetNs_ = offsetNs;
+  errorNs_ = errorNs;
+}
+
+uint32_t TraceWriter::intern(const char* s) {
+  if (s == nullptr) s = "";
+  auto it = interned_.find(s);
+  if (it != interned_.end()) return it->second;
+  strings_.emplace_back(s);
+  const auto index = static_cast<uint32_t>(strings_.size() - 1);
+  interned_.emplace(s, index);
+  return index;
+}
+
+void TraceWriter::operation(const char* op, const char* schedule, uint64_t seq, uint64_t bytes, uint64_t startNs,
+                            uint64_t endNs) {
+  std::lock_guard lock(mu_);  // uncontended: only finish() takes it from elsewhere
+  if (events_.size() >= static_cast<size_t>(kMaxEvents.get())) {
+    ++dropped_;
+    return;
+  }
+  events_.push_back(Event{0, intern(op), intern(schedule), seq, bytes, startNs, endNs, 0, 0});
+}
+
+void TraceWriter::swap(uint64_t atNs, uint64_t fromSeq, uint64_t oldVersion, uint64_t newVersion,
+                       const std::string& why) {
+  std::lock_guard lock(mu_);
+  strings_.push_back(why);
+  events_.push_back(Event{1, 0, static_cast<uint32_t>(strings_.size() - 1), fromSeq, 0, atNs, atNs, oldVersion,
+                          newVersion});
+}
+
+void TraceWriter::error(uint64_t atNs, const std::string& what) {
+  std::lock_guard lock(mu_);
+  strings_.push_back(what);
+  events_.push_back(Event{2, 0, static_cast<uint32_t>(strings_.size() - 1), 0, 0, atNs, atNs, 0, 0});
+}
+
+std::string TraceWriter::finish() {
+  std::lock_guard lock(mu_);
+  if (finished_) return "";
+  finished_ = true;
+  char hash[24];
+  snprintf(hash, sizeof(hash), "%016" PRIx64, id_.commHash);
+  nlohmann::json events = nlohmann::json::array();
+  const std::string track = std::string("comm ") + hash;
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", id_.rank}, {"tid", 0},
+                    {"args", {{"name", "rank " + std::to_string(id_.rank)}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", id_.rank}, {"tid", 0}, {"args", {{"name", track}}}});
+  for (const Event& e : events_) {
+    const double ts = static_cast<double>(e.startNs) / 1e3;
+    if (e.kind == 0) {
+      events.push_back({{"name", strings_[e.name]},
+                        {"cat", "operation"},
+                        {"ph", "X"},
+                        {"ts", ts},
+                        {"dur", static_cast<double>(e.endNs - e.startNs) / 1e3},
+                        {"pid", id_.rank},
+                        {"tid", 0},
+                        {"args", {{"seq", e.seq}, {"schedule", strings_[e.detail]}, {"bytes", e.bytes}}}});
+    } else {
+      nlohmann::json args = {{"why", strings_[e.detail]}};
+      if (e.kind == 1) args.update({{"from_seq", e.seq}, {"old_version", e.a}, {"new_version", e.b}});
+      events.push_back({{"name", e.kind == 1 ? "schedule swap" : "error"},
+                        {"cat", e.kind == 1 ? "epoch" : "error"},
+                        {"ph", "i"},
+                        {"s", "p"},
+                        {"ts", ts},
+                        {"pid", id_.rank},
+                        {"tid", 0},
+                        {"args", args}});
+    }
+  }
+  nlohmann::json out = {{"traceEvents", events},
+                        {"displayTimeUnit", "ns"},
+                        {"theseus",
+                         {{"format", 1},
+                          {"rank", id_.rank},
+                          {"nranks", id_.nranks},
+                          {"comm", hash},
+                          {"clock_offset_ns", offsetNs_},
+                          {"clock_error_ns", errorNs_},
+                          {"dropped_events", dropped_}}}};
+  const std::string path = dir_ + "/theseus-trace." + hash + "." + std::to_string(id_.rank) + ".json";
+  const std::string text = out.dump() + "\n";
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr || fwrite(text.data(), 1, text.size(), f) != text.size() || fclose(f) != 0) {
+    TH_WARN("THESEUS_TRACE: cannot write %s: %s", path.c_str(), strerror(errno));
+    return "";
+  }
+  TH_INFO(log::kInit, "rank %d: trace of %zu events written to %s", id_.rank, events_.size(), path.c_str());
+  return path;
+}
+
+}  // namespace theseus::telemetry

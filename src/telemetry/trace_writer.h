@@ -1,0 +1,68 @@
+// Traces: THESEUS_TRACE=<dir> makes each rank of each communicator write
+// <dir>/theseus-trace.<comm hash>.<rank>.json in Chrome's trace-event format
+// (opens in Perfetto's UI and chrome://tracing) when the communicator goes
+// away (destroy, abort, a failure): one complete event per operation (op,
+// collective number, schedule, bytes) on the communicator's track, an instant
+// event per schedule swap (old -> new table, why) and per error.
+//
+// Clocks: events carry this rank's steady clock (µs). At creation, with
+// tracing on, the ranks estimate each one's offset to rank 0's clock over the
+// bootstrap (min-error of 8 allGather rounds: offset = rank 0's stamp minus the
+// midpoint of this rank's round, error = half the round), written in the
+// file's "theseus" block; `theseus-trace merge` shifts every rank onto rank
+// 0's clock and quotes the largest error.
+//
+// Cost: off, one null check per operation; on, an event appended to a vector
+// (op and schedule names are interned, not copied), at most
+// THESEUS_TRACE_MAX_EVENTS per rank (the rest are counted as dropped).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace theseus::telemetry {
+
+class TraceWriter {
+ public:
+  struct Identity {
+    int rank = 0;
+    int nranks = 0;
+    uint64_t commHash = 0;
+  };
+  // Null when THESEUS_TRACE is unset.
+  static std::unique_ptr<TraceWriter> create(Identity id);
+  // Whether THESEUS_TRACE is set (every rank must agree: the clock rounds are collective).
+  static bool enabled();
+
+  void setClock(int64_t offsetNs, int64_t errorNs);
+  // The thread that runs operations.
+  void operation(const char* op, const char* schedule, uint64_t seq, uint64_t bytes, uint64_t startNs, uint64_t endNs);
+  void swap(uint64_t atNs, uint64_t fromSeq, uint64_t oldVersion, uint64_t newVersion, const std::string& why);
+  void error(uint64_t atNs, const std::string& what);
+  // Writes the file (once; later calls do nothing). Returns its path, or "" (a WARN says why).
+  std::string finish();
+
+ private:
+  explicit TraceWriter(Identity id, std::string dir) : id_(id), dir_(std::move(dir)) {}
+  uint32_t intern(const char* s);
+  struct Event {
+    uint8_t kind;  // 0 operation, 1 swap, 2 error
+    uint32_t name, detail;  // interned: op / schedule, or texts
+    uint64_t seq, bytes, startNs, endNs, a, b;
+  };
+  Identity id_;
+  std::string dir_;
+  std::mutex mu_;
+  std::vector<Event> events_;
+  std::vector<std::string> strings_;
+  std::unordered_map<const char*, uint32_t> interned_;
+  uint64_t dropped_ = 0;
+  int64_t offsetNs_ = 0, errorNs_ = -1;
+  bool finished_ = false;
+};
+
+}  // namespace theseus::telemetry

@@ -1,0 +1,88 @@
+// Traces with real ranks: THESEUS_TRACE writes one Chrome/Perfetto file per rank (operations,
+// schedule swaps), theseus-trace merge joins them onto rank 0's clock, and the merged file
+// validates against docs/schemas/trace.schema.json (python3-jsonschema) and holds every
+// rank's operations with the same swaps.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "mp_test.h"
+
+using theseus::test::runRanks;
+using theseus::test::SpawnOptions;
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+THESEUS_RANK_FN(trace_run) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  std::vector<float> a(1 << 14, 1.0f);
+  for (int i = 0; i < 40; ++i) RANK_NCCL(ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat, ncclSum, comm, nullptr));
+  std::vector<float> b(a.size());
+  RANK_NCCL(ncclAllGather(a.data(), b.data(), a.size() / ctx.nranks, ncclFloat, comm, nullptr));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(Trace, RanksTracesMergeOntoOneClockAndValidate) {
+  char tmpl[] = "/tmp/theseus-trace-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  SpawnOptions o;
+  o.env["THESEUS_TRACE"] = dir;
+  o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "8";  // the leader swaps tables: swap events on every rank
+  o.env["THESEUS_EPOCH_TEST_SEED"] = "3";
+  auto r = runRanks("trace_run", 3, o);
+  ASSERT_TRUE(r.allOk()) << r.describe();
+  const std::string merged = dir + "/merged.json";
+  const std::string cmd = std::string(THESEUS_TRACE_TOOL) + " merge -o " + merged + " " + dir + " 2>&1";
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  auto j = nlohmann::json::parse(readFile(merged));
+  EXPECT_EQ(j["theseus"]["ranks"], 3);
+  EXPECT_EQ(j["theseus"]["communicators"], 1);
+  EXPECT_GE(j["theseus"]["max_clock_error_ns"].get<int64_t>(), 0);
+  EXPECT_LT(j["theseus"]["max_clock_error_ns"].get<int64_t>(), 50000000) << "ranks of one host align within 50 ms";
+  std::map<int, int> ops;
+  std::map<int, std::set<uint64_t>> swaps;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") ++ops[e["pid"].get<int>()];
+    if (e["ph"] == "i" && e["name"] == "schedule swap") swaps[e["pid"].get<int>()].insert(e["args"]["from_seq"].get<uint64_t>());
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(ops[rank], 41) << "rank " << rank << ": 40 allreduces and an allgather";
+    EXPECT_FALSE(swaps[rank].empty()) << rank;
+    EXPECT_EQ(swaps[rank], swaps[0]) << "every rank swapped at the same collectives";
+  }
+  if (system("/usr/bin/python3 -c 'import jsonschema' 2>/dev/null") == 0) {
+    const std::string check = std::string("/usr/bin/python3 -c \"import json,sys,jsonschema; "
+                                          "jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))\" ") +
+                              THESEUS_TRACE_SCHEMA + " " + merged + " 2>&1";
+    EXPECT_EQ(system(check.c_str()), 0) << "the merged trace does not match " << THESEUS_TRACE_SCHEMA;
+    const std::string check1 = std::string("for f in ") + dir + "/theseus-trace.*.json; do /usr/bin/python3 -c \"import "
+                               "json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), "
+                               "json.load(open(sys.argv[1])))\" " + THESEUS_TRACE_SCHEMA + " $f || exit 1; done";
+    EXPECT_EQ(system(check1.c_str()), 0) << "a rank's trace does not match the schema";
+  } else {
+    fprintf(stderr, "python3-jsonschema is not installed: the schema check is skipped\n");
+  }
+  (void)system(("rm -rf " + dir).c_str());
+}
