@@ -13,19 +13,7 @@ BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 LOG_DIR=${OUT:-$BUILD}
 mkdir -p "$LOG_DIR"
-declare -a SUMMARY
-
-phase() {  # name, timeout seconds, command...
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name"
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$LOG_DIR/$name.log" 2>&1
-  local rc=$?
-  tail -n 40 "$LOG_DIR/$name.log"
-  SUMMARY+=("$(printf '%-14s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
-  return $rc
-}
+source scripts/lib/phase.sh
 
 echo "=== environment"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4

@@ -15,19 +15,7 @@ BUILD=${BUILD:-build-rdma}
 JOBS=${JOBS:-$(nproc)}
 LOG_DIR=${OUT:-$BUILD}
 mkdir -p "$LOG_DIR"
-declare -a SUMMARY
-
-phase() {  # name, timeout seconds, command...
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name"
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$LOG_DIR/$name.log" 2>&1
-  local rc=$?
-  tail -n 40 "$LOG_DIR/$name.log"
-  SUMMARY+=("$(printf '%-16s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
-  return $rc
-}
+source scripts/lib/phase.sh
 
 echo "=== environment"
 if command -v ibv_devinfo > /dev/null; then ibv_devinfo 2>&1 | grep -E "hca_id|port:|state|link_layer|active_mtu" | head -40
@@ -72,3 +60,4 @@ fi
 
 echo "=== summary"
 printf '%s\n' "${SUMMARY[@]}"
+for line in "${SUMMARY[@]}"; do [[ $line == *"rc=0 "* ]] || exit 1; done

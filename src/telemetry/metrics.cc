@@ -51,8 +51,7 @@ void MetricsText::sample(const std::string& name, const Labels& labels, double v
 std::string MetricsText::render() const {
   std::string out;
   for (const std::string& name : order_) {
-    const Family& f = families_.at(name);
-    if (f.lines.empty()) continue;
+    const Family& f = families_.at(name);  // declared families appear even before their first sample
     std::string help;
     for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + f.type + "\n";

@@ -53,4 +53,29 @@ ncclResult_t checkedCollective(ncclComm_t comm, int rank, int nranks, std::mt199
   return r;
 }
 
+std::string largeCollectivesCheck(ncclComm_t comm, int rank, int nranks, int root) {
+  const size_t count = (1u << 20) + 3;
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((rank + 1) * (i % 1000));
+  if (ncclResult_t r = ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr))
+    return std::string("allreduce: ") + ncclGetErrorString(r) + ": " + ncclGetLastError(comm);
+  const float ranksum = static_cast<float>(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < count; ++i)
+    if (out[i] != ranksum * static_cast<float>(i % 1000)) return "allreduce: wrong element " + std::to_string(i);
+  const size_t per = 100003;
+  std::vector<float> gathered(per * static_cast<size_t>(nranks));
+  if (ncclResult_t r = ncclAllGather(in.data(), gathered.data(), per, ncclFloat, comm, nullptr))
+    return std::string("allgather: ") + ncclGetErrorString(r) + ": " + ncclGetLastError(comm);
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < per; ++i)
+      if (gathered[static_cast<size_t>(r) * per + i] != static_cast<float>((r + 1) * (i % 1000)))
+        return "allgather: wrong element " + std::to_string(i) + " from rank " + std::to_string(r);
+  std::vector<float> b(count, rank == root ? 7.0f : -1.0f);
+  if (ncclResult_t r = ncclBroadcast(b.data(), b.data(), count, ncclFloat, root, comm, nullptr))
+    return std::string("broadcast: ") + ncclGetErrorString(r) + ": " + ncclGetLastError(comm);
+  for (size_t i = 0; i < count; ++i)
+    if (b[i] != 7.0f) return "broadcast: wrong element " + std::to_string(i);
+  return "";
+}
+
 }  // namespace theseus::test

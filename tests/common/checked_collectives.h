@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nccl.h"
@@ -16,5 +17,10 @@ namespace theseus::test {
 // A call that returns ncclSuccess with a wrong element sets *wrong.
 ncclResult_t checkedCollective(ncclComm_t comm, int rank, int nranks, std::mt19937_64& gen, std::vector<float>& a,
                                std::vector<float>& b, bool* wrong);
+
+// Large messages across every slice and channel: an allreduce of 4 MiB of floats plus an odd
+// tail, an allgather of 100,003 floats per rank and a broadcast of 4 MiB from `root`, with
+// integer-valued floats so every element is exact. "" when all is right, else what went wrong.
+std::string largeCollectivesCheck(ncclComm_t comm, int rank, int nranks, int root);
 
 }  // namespace theseus::test

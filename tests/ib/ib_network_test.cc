@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,19 +19,14 @@
 
 #include "checked_collectives.h"
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
 namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
@@ -70,22 +64,14 @@ void ownHost(const theseus::test::RankContext& ctx) {
 
 std::string myLog(const std::string& dir) { return readFile(dir + "/log." + std::to_string(getpid())); }
 
-// Large allreduce (4 MiB + a tail), allgather, broadcast, then a seeded mix of checked collectives.
+// Large allreduce (4 MiB + a tail), allgather, broadcast (largeCollectivesCheck), then a seeded mix of
+// checked collectives.
 int collectives(ncclComm_t comm, const theseus::test::RankContext& ctx, int mix) {
-  const size_t count = (1u << 20) + 3;
-  std::vector<float> in(count), out(count);
-  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((ctx.rank + 1) * (i % 1000));
-  RANK_NCCL(ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
-  const float ranksum = static_cast<float>(ctx.nranks * (ctx.nranks + 1) / 2);
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == ranksum * static_cast<float>(i % 1000));
-  const size_t per = 100003;
-  std::vector<float> gathered(per * ctx.nranks);
-  RANK_NCCL(ncclAllGather(in.data(), gathered.data(), per, ncclFloat, comm, nullptr));
-  for (int r = 0; r < ctx.nranks; ++r)
-    for (size_t i = 0; i < per; ++i) RANK_CHECK(gathered[r * per + i] == static_cast<float>((r + 1) * (i % 1000)));
-  std::vector<float> b(count, ctx.rank == 1 ? 7.0f : -1.0f);
-  RANK_NCCL(ncclBroadcast(b.data(), b.data(), count, ncclFloat, 1, comm, nullptr));
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(b[i] == 7.0f);
+  const std::string wrong = theseus::test::largeCollectivesCheck(comm, ctx.rank, ctx.nranks, 1);
+  if (!wrong.empty()) {
+    fprintf(stderr, "[rank %d] %s\n", ctx.rank, wrong.c_str());
+    return 1;
+  }
   std::mt19937_64 gen(1234);
   std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
   for (int i = 0; i < mix; ++i) {

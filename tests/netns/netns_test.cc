@@ -20,21 +20,16 @@
 #include "../faults/fault_trial.h"
 #include "checked_collectives.h"
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
 namespace {
 
 int run(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()); }
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Waits until the rank's own log (NCCL_DEBUG_FILE=<base>.<pid>) contains `what`.
 bool logShows(const std::string& base, const std::string& what, int seconds = 10) {
@@ -168,21 +163,11 @@ int runCollectives(const theseus::test::RankContext& ctx) {
   if (getenv("NCCL_COMM_ID") != nullptr) RANK_NCCL(ncclGetUniqueId(&id));
   ncclComm_t comm;
   RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, id, ctx.rank));
-  const size_t count = (1u << 20) + 3;  // 4 MiB of floats plus an odd tail
-  std::vector<float> in(count), out(count);
-  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((ctx.rank + 1) * (i % 1000));
-  RANK_NCCL(ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
-  const float ranksum = static_cast<float>(ctx.nranks * (ctx.nranks + 1) / 2);
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(out[i] == ranksum * static_cast<float>(i % 1000));
-  const size_t per = 100003;
-  std::vector<float> gathered(per * ctx.nranks);
-  RANK_NCCL(ncclAllGather(in.data(), gathered.data(), per, ncclFloat, comm, nullptr));
-  for (int r = 0; r < ctx.nranks; ++r)
-    for (size_t i = 0; i < per; ++i) RANK_CHECK(gathered[r * per + i] == static_cast<float>((r + 1) * (i % 1000)));
-  const int root = ctx.nranks - 1;
-  std::vector<float> b(count, ctx.rank == root ? 7.0f : -1.0f);
-  RANK_NCCL(ncclBroadcast(b.data(), b.data(), count, ncclFloat, root, comm, nullptr));
-  for (size_t i = 0; i < count; ++i) RANK_CHECK(b[i] == 7.0f);
+  const std::string wrong = theseus::test::largeCollectivesCheck(comm, ctx.rank, ctx.nranks, ctx.nranks - 1);
+  if (!wrong.empty()) {
+    fprintf(stderr, "[rank %d] %s\n", ctx.rank, wrong.c_str());
+    return 1;
+  }
   RANK_NCCL(ncclCommDestroy(comm));
   return 0;
 }

@@ -23,8 +23,10 @@
 
 #include "checked_collectives.h"
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
@@ -47,13 +49,6 @@ int openDescriptors() {
     closedir(d);
   }
   return n - 1;  // the directory stream itself
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // /dev/shm entries made by process `pid` (Theseus' names end in "-p<pid>").

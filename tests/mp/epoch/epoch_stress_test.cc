@@ -20,10 +20,12 @@
 
 #include "../collectives/collective_check.h"
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
 using theseus::test::CheckCase;
 using theseus::test::Coll;
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
@@ -138,13 +140,6 @@ THESEUS_RANK_FN(epoch_stress_body) {
   RANK_NCCL(ncclCommDestroy(half));
   RANK_NCCL(ncclCommDestroy(world));
   return 0;
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // log.<rank>.<comm> files in `dir`, grouped by communicator.

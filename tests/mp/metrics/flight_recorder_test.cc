@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,19 +15,14 @@
 #include <gtest/gtest.h>
 
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
 
 namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string recorderOf(ncclComm_t comm) {
   size_t needed = 0;
@@ -37,11 +31,6 @@ std::string recorderOf(ncclComm_t comm) {
   if (theseusGetFlightRecorder(comm, text.data(), text.size(), &needed) != ncclSuccess) return "";
   text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
   return text;
-}
-
-std::string tempDir() {
-  char tmpl[] = "/tmp/theseus-fr-XXXXXX";
-  return mkdtemp(tmpl) != nullptr ? tmpl : "";
 }
 
 }  // namespace
@@ -98,7 +87,7 @@ THESEUS_RANK_FN(fr_stall) {
 }
 
 TEST(FlightRecorder, AStallDumpsWhatEachRankWaitsForAndTheDoctorNamesTheRank) {
-  const std::string dir = tempDir();
+  const std::string dir = theseus::test::makeTempDir("theseus-fr");
   ASSERT_FALSE(dir.empty());
   SpawnOptions o;
   o.env["THESEUS_STALL_TIMEOUT_MS"] = "1000";

@@ -10,27 +10,17 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "mp_test.h"
+#include "test_files.h"
 
+using theseus::test::readFile;
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
-
-namespace {
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 THESEUS_RANK_FN(trace_run) {
   ncclComm_t comm;
@@ -44,9 +34,8 @@ THESEUS_RANK_FN(trace_run) {
 }
 
 TEST(Trace, RanksTracesMergeOntoOneClockAndValidate) {
-  char tmpl[] = "/tmp/theseus-trace-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = theseus::test::makeTempDir("theseus-trace");
+  ASSERT_FALSE(dir.empty());
   SpawnOptions o;
   o.env["THESEUS_TRACE"] = dir;
   o.env["THESEUS_EPOCH_TEST_SWAP_EVERY"] = "8";  // the leader swaps tables: swap events on every rank
