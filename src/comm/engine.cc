@@ -132,18 +132,19 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     lane->deferredScalars |= p->reduction.scalarSource != nullptr;
   }
   lane->health = [this] { return health(); };
-  telemetry::Recorder* t = epochs_ ? epochs_->telemetry() : nullptr;
-  telemetry::FlightRecorder* f = &flight_;
-  telemetry::TraceWriter* w = trace_.get();
-  lane->onPlanDone = [t, f, w](const exec::Plan& p, uint64_t ns, uint64_t endNs) {
-    if (t != nullptr) t->onPlanDone(p, ns, endNs);
-    f->done(p.traceId, endNs);
-    if (w != nullptr) w->operation(p.opName, p.scheduleName, p.seq, p.bytes, endNs - ns, endNs);
-  };
-  lane->onPlanStart = [f](const exec::Plan& p, uint64_t startNs) { f->started(p.traceId, startNs); };
-  lane->onPlanWait = [f](const exec::Plan& p, const std::string& waits) { f->waiting(p.traceId, waits); };
+  lane->observer = &observer_;
   return Status::ok();
 }
+
+void Engine::Observer::planStarted(const exec::Plan& p, uint64_t startNs) { e->flight_.started(p.traceId, startNs); }
+
+void Engine::Observer::planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs) {
+  if (telemetry::Recorder* t = e->epochs_ ? e->epochs_->telemetry() : nullptr) t->onPlanDone(p, ns, endNs);
+  e->flight_.done(p.traceId, endNs);
+  if (e->trace_) e->trace_->operation(p.opName, p.scheduleName, p.seq, p.bytes, endNs - ns, endNs);
+}
+
+void Engine::Observer::planWaiting(const exec::Plan& p, const std::string& waits) { e->flight_.waiting(p.traceId, waits); }
 
 Status Engine::registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) {
   return registrations_.registerWindow(&comm_, comm_.rank(), comm_.nranks(), buff, size, win, flags);

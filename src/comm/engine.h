@@ -106,6 +106,15 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   std::unique_ptr<epoch::EpochService> epochs_;
   telemetry::FlightRecorder flight_;
   std::unique_ptr<telemetry::TraceWriter> trace_;  // THESEUS_TRACE (null: off)
+  // The lanes' observer: the telemetry recorder, the flight recorder, the trace.
+  struct Observer final : exec::PlanObserver {
+    explicit Observer(Engine* engine) : e(engine) {}
+    void planStarted(const exec::Plan& p, uint64_t startNs) override;
+    void planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs) override;
+    void planWaiting(const exec::Plan& p, const std::string& waits) override;
+    Engine* e;
+  };
+  Observer observer_{this};
   epoch::EpochClock* clock_ = nullptr;
   const policy::DecisionTable* table_ = nullptr;  // of the epoch in effect (app thread)
   uint64_t tableVersion_ = 0;

@@ -38,19 +38,29 @@
 
 namespace theseus::exec {
 
+// What the executor tells about each plan it runs: one virtual call per event, no allocation.
+class PlanObserver {
+ public:
+  // The plan starts (steady clock).
+  virtual void planStarted(const Plan& plan, uint64_t startNs) = 0;
+  // The plan completed: its duration and the time it ended (one clock read serves every consumer).
+  virtual void planDone(const Plan& plan, uint64_t ns, uint64_t endNs) = 0;
+  // The plan has been idle for 100 ms (then every 100 ms): what it waits for
+  // ("step 2 (recv) round 3/8 waits for data from rank 1").
+  virtual void planWaiting(const Plan& plan, const std::string& waits) = 0;
+
+ protected:
+  ~PlanObserver() = default;
+};
+
 struct Lane {
   std::vector<Plan*> plans;
   device::MemoryKindMask memory = 0;  // union of the plans' memory kinds (0 when unknown: host)
   bool deferredScalars = false;       // some plan's reduction has a scalar to read when it runs
   // Polled while idle; a non-OK status fails the lane (e.g. a peer died).
   std::function<Status()> health;
-  // Called when a plan of the lane completes (telemetry), with its duration
-  // and the steady-clock time it ended (one clock read serves every consumer).
-  std::function<void(const Plan&, uint64_t ns, uint64_t endNs)> onPlanDone;
-  // Called when a plan starts (flight recorder), and while it has been idle for 100 ms, every
-  // 100 ms, with what it waits for ("step 2 (recv) round 3/8 waits for data from rank 1").
-  std::function<void(const Plan&, uint64_t startNs)> onPlanStart;
-  std::function<void(const Plan&, const std::string& waits)> onPlanWait;
+  // Told when the lane's plans start and finish (telemetry, flight recorder, traces); null: nobody.
+  PlanObserver* observer = nullptr;
 };
 
 struct ExecOptions {

@@ -108,9 +108,9 @@ Status beginPlan(LaneRun& lr) {
     lr.cursors.assign(p.conns.size(), Cursor{});
     lr.remaining = static_cast<uint32_t>(p.steps.size());
     lr.startNs = nowNs();
-    if (lr.lane->onPlanStart) lr.lane->onPlanStart(p, lr.startNs);
+    if (lr.lane->observer) lr.lane->observer->planStarted(p, lr.startNs);
     if (lr.remaining > 0) return Status::ok();
-    if (lr.lane->onPlanDone) lr.lane->onPlanDone(p, 0, lr.startNs);
+    if (lr.lane->observer) lr.lane->observer->planDone(p, 0, lr.startNs);
     ++lr.current;
   }
   return Status::ok();
@@ -226,9 +226,9 @@ Status visitStep(LaneRun& lr, uint32_t s, bool* progressed) {
 Status finishPlan(LaneRun& lr) {
   Plan& p = lr.plan();
   if (p.divideDst != nullptr && p.divideElems > 0) lr.prims->divide(p.reduction, p.divideDst, p.divideElems);
-  if (lr.lane->onPlanDone) {
+  if (lr.lane->observer) {
     uint64_t end = nowNs();
-    lr.lane->onPlanDone(p, end - lr.startNs, end);
+    lr.lane->observer->planDone(p, end - lr.startNs, end);
   }
   ++lr.current;
   return beginPlan(lr);
@@ -365,7 +365,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
         if (p.abort != nullptr && p.abort->isSet())
           return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
         if (lr.lane->health) TH_CHECK(lr.lane->health().withContext(p.describe()));
-        if (noteWaits && lr.lane->onPlanWait) lr.lane->onPlanWait(p, describeWaits(lr));
+        if (noteWaits && lr.lane->observer) lr.lane->observer->planWaiting(p, describeWaits(lr));
         if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
           return timeoutError("%s: rank %d made no progress for %lld ms: %s", p.describe().c_str(), p.rank,
                              static_cast<long long>(stallMs), describeWaits(lr).c_str());

@@ -121,7 +121,7 @@ uint64_t FlightRecorder::queued(uint64_t seq, const char* op, const char* schedu
   e->dtype.store(dtype, std::memory_order_relaxed);
   e->bytes.store(bytes, std::memory_order_relaxed);
   e->peer.store(peer, std::memory_order_relaxed);
-  e->queuedNs.store(nowNs(), std::memory_order_relaxed);
+  e->queuedNs.store(0, std::memory_order_relaxed);  // set when it starts (no clock read here)
   e->startNs.store(0, std::memory_order_relaxed);
   e->endNs.store(0, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(State::kQueued), std::memory_order_relaxed);
@@ -139,6 +139,7 @@ uint64_t FlightRecorder::queued(uint64_t seq, const char* op, const char* schedu
 void FlightRecorder::started(uint64_t id, uint64_t now) {
   Entry* e = slot(id);
   if (id == 0 || e->id.load(std::memory_order_relaxed) != id) return;
+  e->queuedNs.store(now, std::memory_order_relaxed);  // lowered just before it starts
   e->startNs.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(State::kRunning), std::memory_order_release);
 }

@@ -1,6 +1,7 @@
 #include "telemetry/telemetry.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string_view>
 
@@ -68,8 +69,14 @@ void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs) {
     bump(s.count, 1);
     bump(s.bytes, plan.bytes);
     bump(s.busyNs, ns);
+    // The buckets' bounds in ns, as integers.
+    static constexpr auto kBoundsNs = [] {
+      std::array<uint64_t, kLatencyBucketCount - 1> b{};
+      for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint64_t>(kLatencyBuckets[i] * 1e9);
+      return b;
+    }();
     size_t b = 0;
-    while (b < kLatencyBucketCount - 1 && static_cast<double>(ns) > kLatencyBuckets[b] * 1e9) ++b;
+    while (b < kBoundsNs.size() && ns > kBoundsNs[b]) ++b;
     bump(s.buckets[b], 1);
     break;
   }

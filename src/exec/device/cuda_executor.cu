@@ -276,8 +276,8 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
   slot->busy = true;
   // Telemetry sees the plans as queued (their duration is the GPU's, not known here).
   for (Lane& lane : lanes)
-    if (lane.onPlanDone)
-      for (Plan* p : lane.plans) lane.onPlanDone(*p, 0, nowNs());
+    if (lane.observer)
+      for (Plan* p : lane.plans) lane.observer->planDone(*p, 0, nowNs());
   return Status::ok();
 }
 

@@ -44,7 +44,7 @@ Status beginPlan(Lane& lane, LaneState& st, std::vector<dev::LoweredPlan>& lower
     TH_CHECK(dev::lowerForDevice(*lane.plans[st.current], &lowered[l]));
     st.startNs = nowNs();
     if (lowered[l].plan.nsteps > 0) return Status::ok();
-    if (lane.onPlanDone) lane.onPlanDone(*lane.plans[st.current], 0, st.startNs);
+    if (lane.observer) lane.observer->planDone(*lane.plans[st.current], 0, st.startNs);
     ++st.current;
   }
   return Status::ok();
@@ -79,9 +79,9 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
       if (r == dev::Poll::kIdle) continue;
       progressed = true;
       if (r != dev::Poll::kDone) continue;
-      if (lane.onPlanDone) {
+      if (lane.observer) {
         uint64_t end = nowNs();
-        lane.onPlanDone(*lane.plans[st.current], end - st.startNs, end);
+        lane.observer->planDone(*lane.plans[st.current], end - st.startNs, end);
       }
       ++st.current;
       TH_CHECK(beginPlan(lane, st, lowered, l));
