@@ -1,5 +1,6 @@
 #include "telemetry/trace_writer.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -23,7 +24,10 @@ bool TraceWriter::enabled() { return !kTrace.get().empty(); }
 std::unique_ptr<TraceWriter> TraceWriter::create(Identity id) {
   std::string dir = kTrace.get();
   if (dir.empty()) return nullptr;
-  return std::unique_ptr<TraceWriter>(new TraceWriter(id, dir));
+  auto w = std::unique_ptr<TraceWriter>(new TraceWriter(id, dir));
+  w->maxEvents_ = static_cast<size_t>(std::max<int64_t>(kMaxEvents.get(), 0));
+  w->events_.reserve(std::min<size_t>(w->maxEvents_, 1 << 16));
+  return w;
 }
 
 void TraceWriter::setClock(int64_t offsetNs, int64_t errorNs) {
@@ -34,18 +38,26 @@ void TraceWriter::setClock(int64_t offsetNs, int64_t errorNs) {
 
 uint32_t TraceWriter::intern(const char* s) {
   if (s == nullptr) s = "";
+  // Most operations repeat the last few names: a pointer compare before the map.
+  for (const auto& [p, index] : recent_)
+    if (p == s) return index;
   auto it = interned_.find(s);
+  if (it != interned_.end()) {
+    recent_[recentNext_++ % recent_.size()] = {s, it->second};
+    return it->second;
+  }
   if (it != interned_.end()) return it->second;
   strings_.emplace_back(s);
   const auto index = static_cast<uint32_t>(strings_.size() - 1);
   interned_.emplace(s, index);
+  recent_[recentNext_++ % recent_.size()] = {s, index};
   return index;
 }
 
 void TraceWriter::operation(const char* op, const char* schedule, uint64_t seq, uint64_t bytes, uint64_t startNs,
                             uint64_t endNs) {
   std::lock_guard lock(mu_);  // uncontended: only finish() takes it from elsewhere
-  if (events_.size() >= static_cast<size_t>(kMaxEvents.get())) {
+  if (events_.size() >= maxEvents_) {
     ++dropped_;
     return;
   }

@@ -17,6 +17,7 @@
 // THESEUS_TRACE_MAX_EVENTS per rank (the rest are counted as dropped).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,9 @@ class TraceWriter {
   std::vector<Event> events_;
   std::vector<std::string> strings_;
   std::unordered_map<const char*, uint32_t> interned_;
+  std::array<std::pair<const char*, uint32_t>, 4> recent_{};  // the last names interned
+  size_t recentNext_ = 0;
+  size_t maxEvents_ = 0;
   uint64_t dropped_ = 0;
   int64_t offsetNs_ = 0, errorNs_ = -1;
   bool finished_ = false;
