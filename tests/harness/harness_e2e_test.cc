@@ -141,7 +141,7 @@ TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
   ProcResult r = launch(2, "all_reduce_perf", {"-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-c", "1"},
                         {"-x", "NCCL_ALGO=Tree", "-x", "NCCL_PROTO=Simple", "-x",
                          std::string("NCCL_TUNER_PLUGIN=") + TEST_TUNER_LIB, "-x", "TEST_TUNER_CONFIG=" + rules, "-x",
-                         "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV", "-x", "NCCL_IB_HCA=mlx5_0", "-x",
+                         "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV", "-x", "NCCL_IB_ADAPTIVE_ROUTING=1", "-x",
                          "NCCL_SOCKET_IFNMAE=lo"});
   unlink(rules.c_str());
   const std::string all = r.out + r.err;
@@ -157,7 +157,7 @@ TEST(HarnessE2E, NcclTuningVariablesAndATunerPluginSayWhatTookEffect) {
         "allreduce of 8 bytes uses double_binary_tree(channels=2)",
         "allreduce of 1048576 bytes uses double_binary_tree(channels=4)",
         // Variables that do nothing here, and a typo.
-        "NCCL_IB_HCA has no effect in Theseus: no InfiniBand/RoCE transport yet",
+        "NCCL_IB_ADAPTIVE_ROUTING has no effect in Theseus: not implemented by Theseus' IB network",
         "NCCL_SOCKET_IFNMAE is not a variable NCCL or Theseus knows; did you mean NCCL_SOCKET_IFNAME?"})
     EXPECT_NE(all.find(line), std::string::npos) << "missing: " << line << "\n" << diag(r);
 }

@@ -28,9 +28,10 @@ TEST(NcclVariables, EveryNvidiaVariableIsAccountedForOnce) {
   EXPECT_TRUE(find("NCCL_DEBUG").honoured);
   EXPECT_TRUE(find("NCCL_TUNER_PLUGIN").honoured);
   EXPECT_TRUE(find("NCCL_PROFILER_PLUGIN").honoured);
-  auto ib = find("NCCL_IB_HCA");
+  EXPECT_TRUE(find("NCCL_IB_HCA").honoured);  // Theseus' IB network
+  auto ib = find("NCCL_IB_ADAPTIVE_ROUTING");
   EXPECT_FALSE(ib.honoured);
-  EXPECT_NE(ib.effect.find("InfiniBand"), std::string::npos) << ib.effect;
+  EXPECT_NE(ib.effect.find("IB network"), std::string::npos) << ib.effect;
   EXPECT_FALSE(find("NCCL_NVLS_ENABLE").honoured);
   EXPECT_FALSE(find("NCCL_IB_RESILIENCY_PORT_FAILOVER").honoured);  // a 2.30 name
 }
