@@ -105,6 +105,17 @@ THESEUS_RANK_FN(soak_rank) {
       << version << "\n";
   RANK_CHECK(fdsLast <= fdsFirst);  // a transient descriptor (a connection being set up) may be open at the first sample
   RANK_CHECK(rssLast - rssFirst <= kMaxRssGrowthKiB);
+  if (ending != "destroy") {
+    // Abort and kill are not collective: a rank that ends at once can fail a peer still finishing
+    // the last collective (its data is on the way, but the peer sees the link drop first). Wait
+    // until every rank is past its last collective (a file each), so the ending is what is tested.
+    std::ofstream(dir + "/done." + std::to_string(ctx.rank)) << "1\n";
+    for (int r = 0; r < ctx.nranks; ++r) {
+      const std::string done = dir + "/done." + std::to_string(r);
+      for (int i = 0; i < 6000 && access(done.c_str(), F_OK) != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   if (ending == "kill") {
     if (ctx.rank == 1) raise(SIGKILL);
     ncclResult_t async = ncclSuccess;
