@@ -54,6 +54,22 @@ class Ib : public ::testing::Test {
     o.args = {dir_};
     return o;
   }
+  // Takes host 1's port down once rank 0 marked <dir>/started, and with `heal` up again once it
+  // marked <dir>/heal (the test double's port file).
+  std::thread portDown(bool heal) const {
+    return std::thread([dir = dir_, heal] {
+      auto waitFor = [&](const std::string& mark) {
+        for (int i = 0; i < 6000 && !exists(dir + "/" + mark); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      };
+      const std::string down = dir + "/down-host1-fake_mlx5_0-1";
+      waitFor("started");
+      std::ofstream(down) << "down\n";
+      if (!heal) return;
+      waitFor("heal");
+      unlink(down.c_str());
+    });
+  }
   std::string dir_;
 };
 
@@ -255,10 +271,7 @@ TEST_F(Ib, NoDeviceFallsBackToSockets) {
 TEST_F(Ib, APortDownMidJobMovesTheConnectionsToTcp) {
   SpawnOptions o = options();
   o.args.insert(o.args.end(), {"400", "1", "the connection moves to TCP"});
-  std::thread downer([&] {
-    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
-  });
+  std::thread downer = portDown(false);
   auto r = runRanks("ib_survives", 3, o);
   downer.join();
   EXPECT_TRUE(r.allOk()) << r.describe();
@@ -269,13 +282,7 @@ TEST_F(Ib, APortDownMidJobMovesTheConnectionsToTcp) {
 TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
   SpawnOptions o = options();
   o.args.insert(o.args.end(), {"600", "1", "the connection moved back to IB", "heal=200"});
-  std::thread downer([&] {
-    const std::string down = dir_ + "/down-host1-fake_mlx5_0-1";
-    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::ofstream(down) << "down\n";
-    for (int i = 0; i < 6000 && !exists(dir_ + "/heal"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    unlink(down.c_str());
-  });
+  std::thread downer = portDown(true);
   auto r = runRanks("ib_survives", 3, o);
   downer.join();
   EXPECT_TRUE(r.allOk()) << r.describe();
@@ -287,10 +294,7 @@ TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
 TEST_F(Ib, APortDownWithoutFailoverFailsEveryRankCleanly) {
   SpawnOptions o = options();
   o.env["THESEUS_IB_FAILOVER"] = "0";
-  std::thread downer([&] {
-    for (int i = 0; i < 6000 && !exists(dir_ + "/started"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::ofstream(dir_ + "/down-host1-fake_mlx5_0-1") << "down\n";
-  });
+  std::thread downer = portDown(false);
   auto r = runRanks("ib_until_error", 3, o);
   downer.join();
   EXPECT_TRUE(r.allOk()) << r.describe();
