@@ -12,6 +12,7 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/path_template.h"
 
 namespace theseus::epoch {
 namespace {
@@ -38,18 +39,7 @@ bool firstOpen(const std::string& path) {
 }  // namespace
 
 std::string DecisionLog::configuredPath(int rank, uint64_t commHash) {
-  std::string spec = kDecisionLog.get();
-  std::string out;
-  for (size_t i = 0; i < spec.size(); ++i) {
-    if (spec[i] == '%' && i + 1 < spec.size()) {
-      char c = spec[i + 1];
-      if (c == 'r') { out += std::to_string(rank); ++i; continue; }
-      if (c == 'p') { out += std::to_string(getpid()); ++i; continue; }
-      if (c == 'c') { out += hex(commHash); ++i; continue; }
-    }
-    out += spec[i];
-  }
-  return out;
+  return expandPathTemplate(kDecisionLog.get(), rank, commHash);
 }
 
 DecisionLog::DecisionLog(uint64_t commHash, int rank) : commHash_(commHash), path_(configuredPath(rank, commHash)) {

@@ -14,6 +14,7 @@
 #include "common/deadline.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/path_template.h"
 
 namespace theseus::telemetry {
 namespace {
@@ -214,18 +215,7 @@ std::string FlightRecorder::json(const std::string& reason) const {
 std::string FlightRecorder::dumpToFile(const std::string& reason) const {
   const std::string spec = kDump.get();
   if (spec.empty()) return "";
-  std::string path;
-  for (size_t i = 0; i < spec.size(); ++i) {
-    if (spec[i] == '%' && i + 1 < spec.size()) {
-      const char c = spec[i + 1];
-      char hash[24];
-      snprintf(hash, sizeof(hash), "%016" PRIx64, id_.commHash);
-      if (c == 'r') { path += std::to_string(id_.rank); ++i; continue; }
-      if (c == 'p') { path += std::to_string(getpid()); ++i; continue; }
-      if (c == 'c') { path += hash; ++i; continue; }
-    }
-    path += spec[i];
-  }
+  const std::string path = expandPathTemplate(spec, id_.rank, id_.commHash);
   const std::string text = json(reason) + "\n";
   const std::string tmp = path + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");
