@@ -69,6 +69,11 @@ void ProbeSet::recordWait(int peer, uint64_t waitNs) {
   peers_[peer].waitUs.add(static_cast<double>(waitNs) / 1e3, weight_, nowNs());
 }
 
+void ProbeSet::recordProbe(int peer, double gbps) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || !(gbps > 0)) return;
+  peers_[peer].probeGbps.addExclusive(gbps, 1.0, nowNs());  // weight 1: the latest probe
+}
+
 void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
   // Only the thread running this communicator's collectives records them.
   collUs_.addExclusive(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
@@ -82,13 +87,16 @@ void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uin
   // Counters only grow; a smaller value means the connection was replaced: start over.
   if (o.sendSinceNs == 0 || stats.bytesSent < last.bytesSent || stats.sendBusyNs < last.sendBusyNs ||
       stats.recvWaitNs < last.recvWaitNs || stats.messagesReceived < last.messagesReceived ||
-      stats.bytesReceived < last.bytesReceived) {
+      stats.bytesReceived < last.bytesReceived || stats.linkBusyNs < last.linkBusyNs) {
     last = stats;
     o.sendSinceNs = o.recvSinceNs = now;
     return;
   }
-  // Send side: throughput while data was queued, and how much of the time it was.
-  uint64_t bytes = stats.bytesSent - last.bytesSent, busy = stats.sendBusyNs - last.sendBusyNs;
+  // Send side: throughput while data was queued or in flight, and how much of the
+  // time it was (the longer of the two views: an emulated throttle holds data in
+  // our queue, a slow TCP path holds it in the kernel's; transport.h).
+  uint64_t bytes = stats.bytesSent - last.bytesSent;
+  uint64_t busy = std::max(stats.sendBusyNs - last.sendBusyNs, stats.linkBusyNs - last.linkBusyNs);
   TH_TRACE(log::kAttrs, "rank %d peer %d: +%llu bytes sent, %.3f ms queued in %.3f ms; +%llu bytes received, %.3f ms "
            "waited in %.3f ms", rank_, peer, (unsigned long long)bytes, busy / 1e6, (now - o.sendSinceNs) / 1e6,
            (unsigned long long)(stats.bytesReceived - last.bytesReceived), (stats.recvWaitNs - last.recvWaitNs) / 1e6,
@@ -99,6 +107,7 @@ void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uin
     peers_[peer].sendBusy.add(fraction, weight_, now);
     last.bytesSent = stats.bytesSent;
     last.sendBusyNs = stats.sendBusyNs;
+    last.linkBusyNs = stats.linkBusyNs;
     last.messagesSent = stats.messagesSent;
     o.sendSinceNs = now;
   }
@@ -138,7 +147,7 @@ size_t ProbeSet::publish(AttributeStore& store) {
     Published& seen = published_[p];
     if (slot.gbps.updates() == seen.gbps && slot.latencyUs.updates() == seen.latencyUs &&
         slot.waitUs.updates() == seen.waitUs && slot.sendBusy.updates() == seen.sendBusy &&
-        slot.recvWait.updates() == seen.recvWait)
+        slot.recvWait.updates() == seen.recvWait && slot.probeGbps.updates() == seen.probeGbps)
       continue;
     const std::string peer = std::to_string(p);
     const std::string link = "link." + me + "." + peer + ".";
@@ -147,6 +156,7 @@ size_t ProbeSet::publish(AttributeStore& store) {
     n += publishOne(store, slot.waitUs, &seen.waitUs, "rank." + peer + ".wait_us");
     n += publishOne(store, slot.sendBusy, &seen.sendBusy, link + "bottleneck");
     n += publishOne(store, slot.recvWait, &seen.recvWait, "link." + peer + "." + me + ".bottleneck");
+    n += publishOne(store, slot.probeGbps, &seen.probeGbps, link + "probe_gbps");
   }
   n += publishOne(store, collUs_, &publishedColl_, "rank." + me + ".coll_us");
   return n;

@@ -13,6 +13,10 @@
 //   link.<peer>.<me>.bottleneck   fraction of time this rank waited for peer's data
 //   rank.<peer>.wait_us           how long this rank waited for peer's data per collective
 //   rank.<me>.coll_us             this rank's time per collective
+//   link.<me>.<peer>.probe_gbps   throughput of the latest active probe me -> peer
+//                                 (epoch/link_prober.h: measured whether or not a
+//                                 schedule uses the link; each probe is its own
+//                                 sample, not averaged, so the leader can count them)
 //
 // Why two sides. In a pipeline (a ring) every link ends up moving data at the
 // pace of the slowest one: senders upstream of a slow link have data queued
@@ -76,10 +80,13 @@ class ProbeSet {
   void recordLatency(int peer, double us);
   void recordWait(int peer, uint64_t waitNs);
   void recordCollective(uint64_t ns, uint64_t nowNsHint = 0);  // hint: the caller's clock reading (0: read it)
+  // One active probe's throughput (GB/s); the prober's thread only.
+  void recordProbe(int peer, double gbps);
 
   // Folds a peer's cumulative transport counters in (the difference to the
   // previous call for that peer, at least kMinThroughputBytes apart): bytes
-  // sent over sender busy time become a throughput sample, busy time over
+  // sent over sender busy time (queued in the transport or, where the kernel
+  // tells, in flight on the path: the longer) become a throughput sample, busy time over
   // elapsed time a send-side bottleneck sample, receive wait time a wait
   // sample and, over elapsed time, a receive-side bottleneck sample. Call it
   // from one thread (the snapshot shipper), e.g. every reporting interval.
@@ -93,10 +100,10 @@ class ProbeSet {
 
  private:
   struct PeerSlot {
-    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait;
+    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait, probeGbps;
   };
   struct Published {
-    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0;
+    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0, probeGbps = 0;
   };
   struct Observed {  // observePeerStats' baseline per peer
     transport::PeerStats stats;

@@ -25,6 +25,7 @@ void EpochLeader::adaptLease(uint64_t seq, uint64_t nowNs) {
     double rate = double(seq - rateSeq_) / double(nowNs - rateNs_);  // collectives per ns
     double want = rate * double(config_.leaseTargetNs);
     lease_ = std::clamp<uint64_t>(static_cast<uint64_t>(want), config_.leaseMin, config_.leaseMax);
+    if (config_.longCollectiveNs > 0 && rate * double(config_.longCollectiveNs) <= 1.0) lease_ = 1;
   }
   rateSeq_ = seq;
   rateNs_ = nowNs;
@@ -92,7 +93,7 @@ void EpochLeader::onAck(int rank, uint64_t version, bool ok, const std::string& 
   swapTable_ = policy::DecisionTable();
   lastCommitSeq_ = e;
   horizon_ = e + lease_;
-  reportAt_ = e + lease_ / 2;
+  reportAt_ = horizon_ - lease_ / 2;
   rateSeq_ = std::max(rateSeq_, maxReported_);
   EpochMsg m;
   m.kind = MsgKind::kCommit;

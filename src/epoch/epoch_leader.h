@@ -18,6 +18,14 @@
 // H' = E + L. A negative ACK, a prepare timeout or a failed rank CANCELs the
 // swap (and resumes leasing); a failed rank also stops the leader for good.
 //
+// Long collectives. When a collective takes at least longCollectiveNs
+// (THESEUS_EPOCH_LONG_COLLECTIVE_MS), the lease is one collective and R = H:
+// a rank asks for the next collective only when it gets there, so the horizon
+// is always the collective after the one running, and a swap the leader
+// decides while a long collective runs takes effect at the very next one. The
+// price is one control round trip per collective (a rank waits for the GRANT
+// at H): well under 0.1% of a collective that long.
+//
 // Bound on the delay of a swap: it takes effect at E = the horizon when the
 // leader decided, i.e. at most 3/2 L_max collectives after the most advanced rank,
 // and no earlier than every rank has prepared it.
@@ -40,6 +48,7 @@ struct LeaderConfig {
   uint64_t leaseMin = 4;
   uint64_t leaseMax = 4096;
   uint64_t leaseTargetNs = 50'000'000;   // how long a lease should last at the measured rate
+  uint64_t longCollectiveNs = 0;         // collectives at least this long: a lease of one (0: off)
   uint64_t prepareTimeoutNs = 30'000'000'000ull;
 };
 

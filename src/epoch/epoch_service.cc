@@ -22,6 +22,10 @@ const IntKnob kLeaseMs("THESEUS_EPOCH_LEASE_MS", 50,
                        "Epoch leases last about this long at the measured collective rate (longer: fewer control "
                        "messages; shorter: faster swaps)");
 const IntKnob kLeaseMin("THESEUS_EPOCH_LEASE_MIN", 2, "Shortest epoch lease, in collectives");
+const IntKnob kLongCollectiveMs("THESEUS_EPOCH_LONG_COLLECTIVE_MS", 200,
+                                "Collectives at least this long get a lease of one collective, so a swap decided "
+                                "while one runs takes effect at the next (one control round trip per collective); "
+                                "0: off");
 const IntKnob kLeaseMax("THESEUS_EPOCH_LEASE_MAX", 65536,
                         "Longest epoch lease, in collectives: a swap takes effect at most 1.5x this many collectives "
                         "after the leader decides");
@@ -52,7 +56,7 @@ void hostsOf(const bootstrap::Bootstrap& b, std::vector<std::string>* names) {
 // difference is an error naming the variable instead of a "mismatched collective" later.
 const char* const kMustAgree[] = {"THESEUS_SLICE_BYTES",     "THESEUS_SHM_SLOTS",       "THESEUS_SHM_SLOT_BYTES",
                                   "THESEUS_SOCKET_SLOTS",    "THESEUS_SOCKET_SLOT_BYTES", "NCCL_BUFFSIZE",
-                                  "THESEUS_DEVICE_EXECUTOR", "THESEUS_MAX_CHANNELS"};
+                                  "THESEUS_DEVICE_EXECUTOR", "THESEUS_MAX_CHANNELS",  "THESEUS_LINK_PROBE_MS"};
 
 nlohmann::json sharedSettings() {
   nlohmann::json s = nlohmann::json::object();
@@ -113,7 +117,9 @@ std::string leaderContribution(uint64_t commId, int nranks, const std::vector<in
   }
   policy::DecisionTable t = table.take();
   t.setVersion(1);
-  uint64_t lease = static_cast<uint64_t>(std::max<int64_t>(kLeaseMin.get(), 2)) * 4;
+  // The first lease is short, so a policy that reacts in the first collectives
+  // (a link slow from the first byte) is not held back by it.
+  uint64_t lease = static_cast<uint64_t>(std::max<int64_t>(kLeaseMin.get(), 2)) * 2;
   if (kTestSwapEvery.get() > 0) lease = static_cast<uint64_t>(std::max<int64_t>(kTestSwapEvery.get() / 2, 2));
   j["ok"] = true;
   j["horizon"] = lease;
@@ -324,6 +330,7 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
     lc.leaseMax = static_cast<uint64_t>(std::max<int64_t>(kLeaseMax.get(), 2));
     if (s.testSwapEvery > 0) lc.leaseMax = std::max<uint64_t>(s.testSwapEvery / 2, 2);
     lc.leaseTargetNs = static_cast<uint64_t>(std::max<int64_t>(kLeaseMs.get(), 1)) * 1'000'000;
+    lc.longCollectiveNs = static_cast<uint64_t>(std::max<int64_t>(kLongCollectiveMs.get(), 0)) * 1'000'000;
     lc.prepareTimeoutNs = static_cast<uint64_t>(std::max<int64_t>(kPrepareTimeoutMs.get(), 1)) * 1'000'000;
     uint64_t h = clock_->horizon();
     s.leader = std::make_unique<EpochLeader>(lc, 1, h, h / 2, nowNs());
@@ -356,6 +363,18 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
   } catch (const std::system_error& e) {
     return systemError("cannot start the epoch thread: %s", e.what());
   }
+  LinkProber::Options po;
+  po.rank = s.rank;
+  po.nranks = s.nranks;
+  po.hostOf = s.hostOf;
+  po.boot = o.bootstrap;
+  po.abort = o.abort;
+  po.probes = probes_.get();
+  po.intervalNs = LinkProber::configuredIntervalNs();
+  if (LinkProber::worthProbing(po)) {
+    prober_ = std::make_unique<LinkProber>(po);
+    TH_CHECK(prober_->start());
+  }
   return Status::ok();
 }
 
@@ -371,6 +390,7 @@ void EpochService::stop() {
   }
   shared_->cv.notify_all();
   if (thread_.joinable()) thread_.join();
+  prober_.reset();  // joins its threads
   if (enabled_ && shared_->boot != nullptr) {
     shared_->boot->setHandler(bootstrap::MsgType::kEpoch, nullptr);
     if (shared_->rank == 0) shared_->boot->setHandler(bootstrap::MsgType::kAttributes, nullptr);

@@ -45,6 +45,7 @@
 #include "bootstrap/bootstrap.h"
 #include "epoch/decision_log.h"
 #include "epoch/epoch_clock.h"
+#include "epoch/link_prober.h"
 #include "telemetry/telemetry.h"
 
 namespace theseus::transport {
@@ -110,6 +111,7 @@ class EpochService {
   attrs::AttributeStore* store_ = nullptr;
   std::unique_ptr<attrs::ProbeSet> probes_;
   std::unique_ptr<telemetry::Recorder> telemetry_;
+  std::unique_ptr<LinkProber> prober_;  // links between hosts, when there are any
   std::unique_ptr<EpochClock> clock_;
   std::shared_ptr<Shared> shared_;
   std::thread thread_;

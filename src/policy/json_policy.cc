@@ -2,6 +2,7 @@
 #include "policy/json_policy.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -21,7 +22,7 @@ const schedule::Collective kCollectives[] = {
 // Orders computed at most once per evaluation.
 struct OrderMemo {
   const LinkCosts* costs = nullptr;  // the link verdicts with host health
-  std::optional<std::vector<int>> avoid[2];  // by bidirectional
+  std::map<std::pair<int, std::vector<int>>, std::vector<int>> avoid;  // (bidirectional, order in use) -> order
   std::optional<std::vector<int>> byHost;
   std::optional<int> straggler;
 };
@@ -77,7 +78,7 @@ Result<DecisionTable> JsonPolicy::decide(const PolicyInput& in) {
     OrderOptions o;
     o.slowRatio = settings_.slowRatio;
     o.maxAgeNs = settings_.maxAgeNs;
-    verdicts_.update(measureLinks(in, o), in.nowNs, settings_.maxAgeNs);
+    verdicts_.update(measureLinks(in, o), in.nowNs, settings_.maxAgeNs, settings_.slowRatio);
     slowLinks = verdicts_.slowLinks(settings_.slowRatio);
     costs = verdicts_.current();
     applyHostHealth(&costs, in, o);
@@ -98,7 +99,7 @@ namespace {
 // The parameters a rule asks for, resolved for this evaluation; false when the
 // rule cannot apply at this rank count (a root outside it).
 bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettings& settings, OrderMemo& memo,
-                   schedule::ScheduleParams* out) {
+                   schedule::Collective c, uint64_t minBytes, schedule::ScheduleParams* out) {
   const int n = in.nranks;
   std::vector<int> order;
   switch (use.order) {
@@ -112,8 +113,25 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
     case RuleUse::Order::kAvoidSlowLinks: {
       const int bidir = use.bidirectional.value_or(false) ? 1 : 0;
       if (memo.costs == nullptr) return false;  // cannot happen: such rules make the policy track links
-      if (!memo.avoid[bidir]) memo.avoid[bidir] = avoidSlowLinksOrder(*memo.costs, bidir != 0, settings.slowRatio);
-      order = *memo.avoid[bidir];
+      // The order this collective uses now at the rule's sizes, so that an equally good ring stays.
+      std::vector<int> inUse;
+      if (in.current != nullptr) {
+        const Decision* d = in.current->lookup(c, std::max(minBytes, smallMessageBytes() + 1));
+        if (d != nullptr && d->params.bidirectional == use.bidirectional.value_or(false) &&
+            std::find(use.schedules.begin(), use.schedules.end(), d->schedule) != use.schedules.end()) {
+          inUse = d->params.order;
+          if (inUse.empty()) {  // the identity ring
+            inUse.resize(in.nranks);
+            std::iota(inUse.begin(), inUse.end(), 0);
+          }
+        }
+      }
+      auto key = std::make_pair(bidir, inUse);
+      auto it = memo.avoid.find(key);
+      if (it == memo.avoid.end())
+        it = memo.avoid.emplace(key, avoidSlowLinksOrder(*memo.costs, bidir != 0, settings.slowRatio,
+                                                         inUse.empty() ? nullptr : &inUse)).first;
+      order = it->second;
       break;
     }
   }
@@ -176,7 +194,7 @@ Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCo
       if (n < r.minRanks || n > r.maxRanks || nodes < r.minNodes || nodes > r.maxNodes || (r.when && !r.active))
         continue;
       schedule::ScheduleParams params;
-      if (!resolveParams(r.use, in, settings_, memo, &params)) continue;
+      if (!resolveParams(r.use, in, settings_, memo, c, r.minBytes, &params)) continue;
       Candidate& k = cand[i];
       for (const std::string& name : r.use.schedules) {
         if (name == "default") {

@@ -7,10 +7,13 @@
 #include <numeric>
 #include <string>
 
+#include "common/log.h"
+
 namespace theseus::policy {
 namespace {
 
 constexpr double kHostEdge = 0.01;  // extra cost of a ring link between hosts (tie-breaker)
+constexpr double kStickiness = 0.5;  // the ring in use stays unless another costs this much less
 constexpr double kMaxWeight = 1e12;
 
 // "12" -> 12 when it is a rank below n; -1 otherwise.
@@ -43,6 +46,10 @@ const attrs::Pattern& penaltyPattern() {
   static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.penalty").take();
   return p;
 }
+const attrs::Pattern& probePattern() {
+  static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.probe_gbps").take();
+  return p;
+}
 const attrs::Pattern& bottleneckPattern() {
   static const attrs::Pattern p = attrs::Pattern::compile("link.*.*.bottleneck").take();
   return p;
@@ -51,6 +58,8 @@ const attrs::Pattern& waitPattern() {
   static const attrs::Pattern p = attrs::Pattern::compile("rank.*.wait_us").take();
   return p;
 }
+
+size_t links1(const LinkCosts& c) { return static_cast<size_t>(std::max(c.nranks, 1)); }
 
 double weight(double s, double slowRatio) {
   if (!(s > 1.0 / slowRatio)) return 1.0;
@@ -157,6 +166,8 @@ LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
   c.nranks = n;
   c.slowness.assign(static_cast<size_t>(n) * n, 1.0);
   c.measuredNs.assign(static_cast<size_t>(n) * n, 0);
+  c.probeSlowness.assign(static_cast<size_t>(n) * n, 1.0);
+  c.probedNs.assign(static_cast<size_t>(n) * n, 0);
   c.hostOf = in.hostOf.size() == static_cast<size_t>(n) ? in.hostOf : std::vector<int>(n, 0);
   const attrs::ClusterView& view = *in.view;
   const uint64_t now = in.nowNs, age = options.maxAgeNs;
@@ -193,6 +204,16 @@ LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
     c.slowness[k] = std::min(s, LinkCosts::kUnusable);
   }
   for (int x = 0; x < n; ++x) c.slowness[static_cast<size_t>(x) * n + x] = 1.0;
+  // Active probes: each link's latest against the median of all links' latest.
+  auto probeMedian = view.aggregate(probePattern(), attrs::Aggregate::kMedian, now, age);
+  if (probeMedian && *probeMedian > 0) {
+    view.forEach(probePattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
+      if (!parseLink(name, n, &a, &b) || !(e.value > 0)) return;
+      size_t k = static_cast<size_t>(a) * n + b;
+      c.probeSlowness[k] = std::min(std::max(1.0, *probeMedian / e.value), LinkCosts::kUnusable);
+      c.probedNs[k] = e.timestampNs;
+    });
+  }
   return c;
 }
 
@@ -225,22 +246,91 @@ LinkCosts linkCosts(const PolicyInput& in, const OrderOptions& options) {
   return c;
 }
 
-void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs) {
+// A link turns slow: log it and count a relapse when it had cleared recently.
+void LinkVerdicts::markSlow(size_t k, double slowness, uint64_t nowNs, const char* by) {
+  State& st = state_[k];
+  const bool relapse = st.clearedNs != 0 && nowNs - st.clearedNs < kRelapseNs;
+  TH_INFO(log::kPolicy, "link %zu->%zu: slow (%.1fx the usual, %s)%s", k / links1(verdicts_), k % links1(verdicts_),
+          slowness, by, relapse ? ", again soon after it cleared" : "");
+  verdicts_.slowness[k] = slowness;
+  st.clean = 0;
+  if (relapse) st.relapses = std::min(st.relapses + 1, kMaxRelapses);
+  st.clearedNs = 0;
+}
+
+void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs, double slowRatio) {
   if (verdicts_.nranks != measured.nranks || verdicts_.hostOf != measured.hostOf) verdicts_ = LinkCosts{};
+  const size_t links = measured.slowness.size();
+  const bool probed = measured.probedNs.size() == links;
   if (verdicts_.nranks == 0) {
     verdicts_ = measured;
-    return;
+    verdicts_.slowness.assign(links, 1.0);
+    for (int x = 0; x < measured.nranks; ++x) verdicts_.slowness[static_cast<size_t>(x) * measured.nranks + x] = 1.0;
+    verdicts_.measuredNs.assign(links, 0);
+    state_.assign(links, State{});
   }
-  for (size_t k = 0; k < measured.slowness.size(); ++k) {
+  const double slow = 1.0 / slowRatio, fine = kProbeFineFactor * slow;
+  for (size_t k = 0; k < links; ++k) {
+    State& st = state_[k];
+    double& verdict = verdicts_.slowness[k];
+    if (st.relapses > 0 && st.clearedNs != 0 && nowNs > st.clearedNs && nowNs - st.clearedNs > kQuietNs) {
+      st.relapses = 0;
+      st.clearedNs = 0;
+    }
+    // 1. A new probe: remember what it says.
+    bool newProbe = false;
+    if (probed && measured.probedNs[k] > st.probeNs) {
+      newProbe = true;
+      st.probeNs = measured.probedNs[k];
+      st.probeSlowness = measured.probeSlowness[k];
+    }
+    const bool hasProbes = st.probeNs != 0;
+    const bool probeClean = hasProbes && !(st.probeSlowness > fine);
+    // 2. A new data-path measurement. On a probed link it makes the link slow only when the
+    //    latest probe agrees (the pipeline effect and TCP slow start can make a healthy link
+    //    look 2x slow); it clears a slow verdict only on links without probes (a probed link's
+    //    last data-path samples after a swap left it are its tail, not a measurement of it).
     if (measured.measuredNs[k] > verdicts_.measuredNs[k]) {
-      verdicts_.slowness[k] = measured.slowness[k];
-      verdicts_.measuredNs[k] = measured.measuredNs[k];
-    } else if (verdicts_.measuredNs[k] != 0 && maxAgeNs != 0 && nowNs > verdicts_.measuredNs[k] &&
-               nowNs - verdicts_.measuredNs[k] > maxAgeNs) {
-      verdicts_.slowness[k] = 1.0;  // too old to trust: the link gets a fresh chance
+      verdicts_.measuredNs[k] = st.aliveNs = measured.measuredNs[k];
+      const double s = measured.slowness[k];
+      if (verdict > slow) {
+        if (s > slow || !hasProbes) verdict = s;
+      } else if (!(s > slow)) {
+        verdict = s;
+      } else if (!hasProbes || st.probeSlowness > slow) {
+        markSlow(k, s, nowNs, hasProbes ? "data path and probe" : "data path");
+      }  // else the probe disagrees: not slow (yet)
+    }
+    // 3. Probes keep a slow verdict alive, or clear it after enough clean ones in a row.
+    if (newProbe && verdict > slow) {
+      st.aliveNs = std::max(st.aliveNs, st.probeNs);
+      if (!probeClean) {
+        st.clean = 0;
+      } else if (++st.clean >= kConfirm << st.relapses) {
+        TH_INFO(log::kPolicy, "link %zu->%zu: slow verdict (%.1fx) cleared by %d clean probe(s) in a row (probe %.2fx "
+                "the median)", k / links1(verdicts_), k % links1(verdicts_), verdict, st.clean, st.probeSlowness);
+        verdict = 1.0;
+        st.clean = 0;
+        st.clearedNs = nowNs;
+      }
+      continue;
+    }
+    // 4. Nothing refreshed it for max_age_ms: a fresh chance.
+    if (st.aliveNs != 0 && maxAgeNs != 0 && nowNs > st.aliveNs && nowNs - st.aliveNs > maxAgeNs) {
+      if (verdict > 1.0)
+        TH_INFO(log::kPolicy, "link %zu->%zu: verdict (%.1fx) expired unmeasured (max_age_ms)", k / links1(verdicts_),
+                k % links1(verdicts_), verdict);
+      verdict = 1.0;
       verdicts_.measuredNs[k] = 0;
+      st.aliveNs = 0;
+      st.clean = 0;
     }
   }
+}
+
+int LinkVerdicts::probesToClear(int a, int b) const {
+  const size_t k = static_cast<size_t>(a) * verdicts_.nranks + b;
+  return k < state_.size() ? kConfirm << state_[k].relapses : kConfirm;
 }
 
 int LinkVerdicts::slowLinks(double slowRatio) const {
@@ -264,7 +354,8 @@ double ringCost(const LinkCosts& costs, const std::vector<int>& order, bool bidi
   return sum;
 }
 
-std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio) {
+std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio,
+                                     const std::vector<int>* preferred) {
   const int n = costs.nranks;
   std::vector<int> base = byHostOrder(n, costs.hostOf);
   if (n <= 2) return base;
@@ -277,7 +368,18 @@ std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional,
   if (!anySlow) return base;
   std::vector<int> best = n <= kExactRanks ? exactRing(costs, base, bidirectional, slowRatio)
                                            : searchRing(costs, base, bidirectional, slowRatio);
-  return ringCost(costs, best, bidirectional, slowRatio) < baseCost - 1e-9 ? best : base;
+  if (!(ringCost(costs, best, bidirectional, slowRatio) < baseCost - 1e-9)) best = base;
+  // Stickiness: the ring in use stays while it is about as good (another ring around the
+  // same slow link would be a swap for nothing).
+  if (preferred != nullptr && preferred->size() == static_cast<size_t>(n)) {
+    std::vector<bool> seen(n, false);
+    bool permutation = true;
+    for (int r : *preferred) permutation = permutation && r >= 0 && r < n && !seen[r] && (seen[r] = true);
+    if (permutation && ringCost(costs, *preferred, bidirectional, slowRatio) <=
+                           ringCost(costs, best, bidirectional, slowRatio) + kStickiness)
+      return *preferred;
+  }
+  return best;
 }
 
 int slowestRank(const PolicyInput& in, uint64_t maxAgeNs) {

@@ -25,10 +25,30 @@
 // Verdicts. A ring that avoids a slow link stops measuring it, and the links
 // it uses instead change the medians; judged afresh each time, the old link
 // would soon look fine and the ring would flap back. LinkVerdicts keeps each
-// link's verdict until that link is measured again (a newer timestamp of one
-// of its own attributes), or until its last measurement is older than the
-// policy's max_age_ms - then the link gets a fresh chance (and is re-tested
-// by the schedule that uses it).
+// link's verdict until that link is measured again by the data path (a newer
+// timestamp of one of its own attributes). A slow verdict is also kept alive
+// by the active probes (link.a.b.probe_gbps, epoch/link_prober.h): each new
+// probe compares the link with the median probe of all links; a clean probe
+// (at most kProbeFineFactor past the threshold: probes of healthy links
+// scatter that much on a busy host, probes of a slow link sit tens of times
+// below) counts towards clearing the verdict, any other starts the count
+// again. After kConfirm clean probes in a row the verdict clears and the
+// policy may return to the link. Hysteresis with exponential backoff: when a
+// cleared link is found slow again within kRelapseNs, the
+// next clearing needs twice as many clean probes (up to 2^kMaxRelapses times),
+// so a link that flaps does not make the schedule flap with it; after
+// kQuietNs without a relapse the count is back to kConfirm. The two sources
+// check each other: on a probed link the data path makes the link slow only
+// when its latest probe agrees (in a pipeline every link carries data at the slow
+// link's pace in short bursts, and TCP restarting slow after each idle gap can
+// make a healthy link measure 2x slow); probes alone never make a link slow
+// (a probe competing with a collective on a busy link, or on a CPU-starved
+// host, can look ten times slow two probes in a row); and on a probed link
+// only the probes clear a slow verdict (the data path's last samples of a link
+// a swap just left are its tail, and measured it fine often enough to flap). Without probes of a link (probes off, links within
+// a host) a verdict expires when its last measurement is older than the
+// policy's max_age_ms - then the link gets a fresh chance (and is re-tested by
+// the schedule that uses it).
 //
 // avoid_slow_links. A ring of n ranks uses n directed links (both directions
 // of each when bidirectional). The order minimises the sum over its links of
@@ -53,7 +73,9 @@ struct LinkCosts {
   static constexpr double kUnusable = 1000.0;
   int nranks = 0;
   std::vector<double> slowness;      // nranks * nranks, [a * nranks + b]; diagonal 1
-  std::vector<uint64_t> measuredNs;  // newest timestamp of the link's own attributes; 0: none
+  std::vector<uint64_t> measuredNs;  // newest timestamp of the link's own data-path attributes; 0: none
+  std::vector<double> probeSlowness; // median probe throughput over the link's latest probe (1: typical)
+  std::vector<uint64_t> probedNs;    // timestamp of the link's latest probe; 0: none
   std::vector<int> hostOf;           // size nranks
   double at(int a, int b) const { return slowness[static_cast<size_t>(a) * nranks + b]; }
 };
@@ -75,21 +97,41 @@ LinkCosts linkCosts(const PolicyInput& in, const OrderOptions& options);
 // Per-link verdicts that change only when the link is measured again (above).
 class LinkVerdicts {
  public:
-  void update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs);
+  static constexpr int kConfirm = 2;                       // clean probes that clear a verdict
+  static constexpr int kMaxRelapses = 5;                   // backoff: at most 2^5 x kConfirm probes
+  static constexpr uint64_t kRelapseNs = 30'000'000'000;   // slow again this soon after clearing: a relapse
+  static constexpr uint64_t kQuietNs = 60'000'000'000;     // no relapse this long: the backoff resets
+  static constexpr double kProbeFineFactor = 2;             // a probe up to this far past "slow" is clean
+
+  void update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs, double slowRatio = 0.5);
   const LinkCosts& current() const { return verdicts_; }
   // Links whose verdict is slow (s > 1 / slowRatio).
   int slowLinks(double slowRatio) const;
+  // Clean probes the link needs before its slow verdict clears (with backoff).
+  int probesToClear(int a, int b) const;
 
  private:
+  struct State {
+    uint64_t aliveNs = 0;    // the verdict's latest confirmation (data path or probe); 0: none
+    uint64_t probeNs = 0;    // the latest probe counted
+    uint64_t clearedNs = 0;  // when probes last cleared the verdict; 0: not since the last relapse
+    int clean = 0;           // clean probes in a row
+    int relapses = 0;
+    double probeSlowness = 1;  // the latest probe's
+  };
+  void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
   LinkCosts verdicts_;
+  std::vector<State> state_;
 };
 
 // Ranks grouped by host (host index order, ranks ascending inside a host).
 std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf);
 
 // The ring order described above; `bidirectional` scores both directions of
-// every ring link.
-std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio);
+// every ring link. While some ring link is slow, `preferred` (the order in use)
+// is kept unless the best ring costs kStickiness (half a healthy link) less.
+std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio,
+                                     const std::vector<int>* preferred = nullptr);
 
 // Sum of w(s) over the ring's links (the quantity avoidSlowLinksOrder minimises).
 double ringCost(const LinkCosts& costs, const std::vector<int>& order, bool bidirectional, double slowRatio);

@@ -16,6 +16,10 @@ struct ConnectionCounters {
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> messages{0};
   std::atomic<uint64_t> timeNs{0};  // send: busy (data queued); receive: executor waiting for data
+  // Send side, where the kernel tells (TCP_INFO; PeerStats::linkBytes): totals
+  // since the connection opened, stored as absolute values by the one writer.
+  std::atomic<uint64_t> linkBytes{0};
+  std::atomic<uint64_t> linkBusyNs{0};
 
   void addMessage(uint64_t n) {
     bytes.store(bytes.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

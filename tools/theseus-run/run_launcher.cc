@@ -62,6 +62,11 @@ std::string Launcher::prepare() {
   if (o_.netns) {
     if (std::string err = netns_.create(static_cast<int>(plan_.hosts.size())); !err.empty()) return err;
     plan_.masterAddr = netns_.address(plan_.ranks[0].host);
+    for (size_t h = 0; h < plan_.hosts.size(); ++h) {
+      plan_.netns.push_back(netns_.nsName(static_cast<int>(h)));
+      plan_.netnsAddrs.push_back(netns_.address(static_cast<int>(h)));
+    }
+    plan_.netnsBridge = netns_.bridgeNs();
     plan_.ncclPort = 29500;  // fresh namespaces: every port is free
     plan_.masterPort = 29501;
   } else if (std::string err = pickFreePorts(&plan_.ncclPort, &plan_.masterPort); !err.empty()) {

@@ -5,6 +5,9 @@
 //   namespace th<pid>-br    holds bridge br0 (nothing touches the root namespace)
 //   namespace th<pid>-h<i>  holds eth0 = 10.99.x.y/16 (host i + 1) and lo, with
 //                           the veth peer v<i> enslaved to br0
+// Ranks get THESEUS_RUN_NETNS (the hosts' namespaces, by host index),
+// THESEUS_RUN_NETNS_ADDRS (their addresses) and THESEUS_RUN_NETNS_BRIDGE, so a
+// program can shape its links with tc (scripts/bench-adaptive.sh does).
 // A rank enters its host's namespace with setns() between fork and exec.
 // destroy() deletes every namespace (veths and the bridge go with them);
 // cleanupStale() removes namespaces of theseus-run processes that died
@@ -30,6 +33,7 @@ class NetnsTopology {
 
   const std::string& nsName(int host) const { return hostNs_.at(host); }
   const std::string& address(int host) const { return addresses_.at(host); }
+  const std::string& bridgeNs() const { return bridgeNs_; }
   const std::vector<std::string>& allNamespaces() const { return created_; }
 
   // Why --netns cannot work here ("" when it can).
@@ -43,9 +47,6 @@ class NetnsTopology {
   std::vector<std::string> addresses_;
   std::string bridgeNs_;
 };
-
-// Runs a command (no shell); returns "" or its failure with stderr.
-std::string runCommand(const std::vector<std::string>& argv);
 
 // In a forked child: enter the namespace `name` (setns). Returns errno or 0.
 int enterNamespace(const std::string& name);

@@ -116,6 +116,16 @@ std::vector<std::string> rankEnvironment(const Options& o, const Plan& plan, int
       {"THESEUS_HOST", plan.hosts.at(rp.host)},
       {"NCCL_COMM_ID", plan.masterAddr + ":" + std::to_string(plan.ncclPort)},
   };
+  if (!plan.netns.empty()) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const std::string& x : v) out += (out.empty() ? "" : ",") + x;
+      return out;
+    };
+    ours["THESEUS_RUN_NETNS"] = join(plan.netns);
+    ours["THESEUS_RUN_NETNS_ADDRS"] = join(plan.netnsAddrs);
+    ours["THESEUS_RUN_NETNS_BRIDGE"] = plan.netnsBridge;
+  }
   if (o.ompiEnv) {
     ours["OMPI_COMM_WORLD_RANK"] = std::to_string(rank);
     ours["OMPI_COMM_WORLD_SIZE"] = n;

@@ -22,6 +22,10 @@ struct Plan {
   std::string masterAddr = "127.0.0.1";  // rank 0's address
   int ncclPort = 0;                 // NCCL_COMM_ID port
   int masterPort = 0;               // MASTER_PORT (torch's store)
+  // With --netns: each host's namespace and address, and the bridge's namespace
+  // (exported to the ranks, so a benchmark can shape its links with tc).
+  std::vector<std::string> netns, netnsAddrs;
+  std::string netnsBridge;
 };
 
 // Assigns ranks to hosts. Without --netns every host must be this machine.

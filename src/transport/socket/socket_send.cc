@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "transport/socket/socket_io.h"
 #include "transport/socket/socket_transport.h"
+#include "transport/socket/tcp_path_stats.h"
 
 namespace theseus::transport {
 
@@ -80,6 +81,7 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
       if (pendingLocked() && !watched_) watched_ = notify = true;
     }
     counters_->addMessage(bytes);
+    if (bytes >= kPathSampleMinBytes) samplePath();
     if (notify && pump_ != nullptr) pump_->notify();
     return ticket;
   }
@@ -178,6 +180,28 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
     if (done == committed_) busy_.end(*counters_);
   }
 
+  // The kernel's view of the path (PeerStats::linkBusyNs), read while large
+  // messages go out, at most every kPathSampleNs: one getsockopt per socket,
+  // never on the small-message path. Stops for good on sockets that are not TCP.
+  void samplePath() {
+    if (!pathStats_) return;
+    const uint64_t now = nowNs();
+    if (now - lastPathSampleNs_ < kPathSampleNs) return;
+    lastPathSampleNs_ = now;
+    uint64_t acked = 0, busyUs = 0;
+    for (int fd : fds_) {
+      TcpPathStats t;
+      if (!readTcpPathStats(fd, &t)) {
+        pathStats_ = false;
+        return;
+      }
+      acked += t.bytesAcked;
+      busyUs += t.pathBusyUs;
+    }
+    counters_->linkBytes.store(acked, std::memory_order_relaxed);
+    counters_->linkBusyNs.store(busyUs * 1000, std::memory_order_relaxed);
+  }
+
   Status writeSocket(uint32_t i) {
     Cursor& c = cursors_[i];
     constexpr int kMaxIov = 16;
@@ -240,6 +264,10 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
   bool watched_ = false;                  // the pump knows we have queued output
   IntervalClock busy_;
   Status error_;
+  static constexpr size_t kPathSampleMinBytes = 64 << 10;
+  static constexpr uint64_t kPathSampleNs = 5'000'000;
+  bool pathStats_ = true;          // executor thread
+  uint64_t lastPathSampleNs_ = 0;  // executor thread
 };
 
 }  // namespace

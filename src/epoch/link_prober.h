@@ -1,0 +1,95 @@
+// Active probes of the links between hosts, so that what the policy knows
+// about a link does not depend on a schedule using it.
+//
+// Why. The data path measures only the links the current schedule uses. A
+// ring that goes around a slow link stops measuring it; without another
+// source, its verdict can only be kept forever (and recovery is never seen) or
+// expire (and the policy returns to the slow link to re-test it, paying a whole
+// collective at the slow pace each time). Probes measure every link between
+// hosts in the background, so the leader keeps a slow link's verdict while the
+// probes still see it slow, and clears it only once they see it fast again
+// (policy/ring_order.h, LinkVerdicts).
+//
+// How. One TCP connection per ordered pair of ranks on different hosts,
+// claimed through the bootstrap (connectTo/acceptFrom, tag 0x7c...), so probes
+// take the same interface and path as the socket transport's data. Two threads
+// per communicator and rank:
+//   * the sender probes each remote peer in turn, every THESEUS_LINK_PROBE_MS:
+//     a bulk transfer (header + payload), answered once all of it arrived
+//     with how long the payload took to arrive (the spread between the first
+//     and the last read); payload over spread is published as
+//     link.<me>.<peer>.probe_gbps (attrs/probes.h);
+//   * the server reads every probe sent to this rank and answers it.
+// The payload adapts per link so that a bulk transfer lasts about 1/200 of the
+// interval (doubling or halving between 64 KiB and 8 MiB): the probes take at
+// most ~0.5% of a link's time, whatever its speed, and stay long enough to
+// measure bandwidth rather than latency.
+//
+// Failures stay local: a peer whose probe connection fails or times out is no
+// longer probed (logged under NET/ATTRS at INFO); nothing here fails a
+// communicator. Malformed probe headers close that connection. stop() ends
+// both threads within one poll slice (100 ms).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "attrs/probes.h"
+#include "bootstrap/bootstrap.h"
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace theseus::epoch {
+
+class LinkProber {
+ public:
+  static constexpr size_t kMinBytes = 64 << 10;
+  static constexpr size_t kMaxBytes = 8 << 20;
+
+  struct Options {
+    int rank = 0;
+    int nranks = 1;
+    std::vector<int> hostOf;  // host index per rank
+    bootstrap::Bootstrap* boot = nullptr;
+    const AbortFlag* abort = nullptr;
+    attrs::ProbeSet* probes = nullptr;
+    uint64_t intervalNs = 0;
+  };
+
+  // THESEUS_LINK_PROBE_MS in ns (0: probes off).
+  static uint64_t configuredIntervalNs();
+  // Whether `o` has any link to probe (some rank on another host).
+  static bool worthProbing(const Options& o);
+
+  explicit LinkProber(Options o);
+  ~LinkProber() { stop(); }
+  LinkProber(const LinkProber&) = delete;
+  LinkProber& operator=(const LinkProber&) = delete;
+
+  Status start();
+  void stop();
+
+ private:
+  struct Target {
+    int peer = -1;
+    int fd = -1;
+    size_t bytes = 256 << 10;
+    uint64_t dueNs = 0;
+  };
+  void senderLoop();
+  void serverLoop();
+  bool probeOnce(Target& t);  // false: the connection is gone
+  bool sleepUntil(uint64_t ns);  // false: stopping
+
+  Options o_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread sender_, server_;
+};
+
+}  // namespace theseus::epoch
