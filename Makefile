@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net gpu-check rdma-check docs-check fuzz fuzz-merge soak demo-recovery clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net bench-adaptive gpu-check rdma-check docs-check fuzz fuzz-merge soak demo-recovery clean
 
 all: build
 
@@ -64,6 +64,11 @@ bench: build
 # The NCCL net-plugin backend (our socket plugin) against the built-in socket backend over netns hosts (root).
 bench-net: build
 	scripts/bench-net-plugin.sh $(BUILD)
+
+# Adaptivity on real degraded links (tc on netns hosts, root): static vs adaptive, reaction, swaps,
+# recovery, flapping (docs/benchmarking.md). A short sample is the adaptive_links test in `make test`.
+bench-adaptive: build
+	scripts/bench-adaptive.sh $(BUILD)
 
 gpu-check:
 	scripts/gpu-check.sh

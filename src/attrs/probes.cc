@@ -40,7 +40,7 @@ void Ewma::add(double sample, double weight, uint64_t nowNs) {
 void Ewma::addExclusive(double sample, double weight, uint64_t nowNs) {
   uint64_t n = updates_.load(std::memory_order_relaxed);
   double old = value_.load(std::memory_order_relaxed);
-  value_.store(n == 0 ? sample : old + weight * (sample - old), std::memory_order_relaxed);
+  value_.store(n == 0 || weight >= 1 ? sample : old + weight * (sample - old), std::memory_order_relaxed);
   lastNs_.store(nowNs, std::memory_order_relaxed);
   updates_.store(n + 1, std::memory_order_release);
 }

@@ -116,6 +116,45 @@ TEST(ProbeSet, FoldsInCumulativePeerStats) {
   EXPECT_DOUBLE_EQ(s.get("link.0.1.bottleneck")->value, 1.0);
 }
 
+// A TCP sender's queue empties into the kernel long before a slow link delivers the
+// bytes; the kernel's in-flight time (PeerStats::linkBusyNs) is what the link took.
+TEST(ProbeSet, TheLongerOfQueueAndPathTimeMeasuresTheLink) {
+  constexpr uint64_t kMs = 1000000;
+  ProbeSet p(0, 2, 1.0);
+  AttributeStore s(0);
+  transport::PeerStats st;
+  p.observePeerStats(1, st, 1000 * kMs);
+  st.bytesSent = 8 * kMiB;
+  st.sendBusyNs = 1 * kMs;   // queued 1 ms: 8 GB/s by our own queue
+  st.linkBusyNs = 80 * kMs;  // in flight 80 ms: ~0.1 GB/s, the link
+  p.observePeerStats(1, st, 1100 * kMs);
+  p.publish(s);
+  EXPECT_NEAR(s.get("link.0.1.gbps")->value, double(8 * kMiB) / double(80 * kMs), 1e-12);
+  EXPECT_NEAR(s.get("link.0.1.bottleneck")->value, 0.8, 1e-12);
+  // An emulated throttle holds data in our queue instead: the queue time counts.
+  st.bytesSent += 8 * kMiB;
+  st.sendBusyNs += 50 * kMs;
+  st.linkBusyNs += 2 * kMs;
+  p.observePeerStats(1, st, 1200 * kMs);
+  p.publish(s);
+  EXPECT_NEAR(s.get("link.0.1.gbps")->value, double(8 * kMiB) / double(50 * kMs), 1e-12);
+}
+
+// Every probe is its own sample (no averaging), published as probe_gbps.
+TEST(ProbeSet, PublishesEveryProbe) {
+  ProbeSet p(2, 4, 0.25);
+  AttributeStore s(2);
+  p.recordProbe(0, 1.5);
+  p.recordProbe(2, 9);   // itself
+  p.recordProbe(7, 9);   // no such peer
+  p.recordProbe(1, 0);   // nothing measured
+  EXPECT_EQ(p.publish(s), 1u);
+  EXPECT_DOUBLE_EQ(s.get("link.2.0.probe_gbps")->value, 1.5);
+  p.recordProbe(0, 0.05);
+  EXPECT_EQ(p.publish(s), 1u);
+  EXPECT_DOUBLE_EQ(s.get("link.2.0.probe_gbps")->value, 0.05);
+}
+
 TEST(ProbeSet, ConcurrentRecordersNeverLoseTheValueRange) {
   ProbeSet p(0, 2, 0.1);
   std::vector<std::thread> threads;

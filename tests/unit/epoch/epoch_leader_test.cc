@@ -55,6 +55,44 @@ TEST(EpochLeader, ReportsAtTheReportPointExtendTheLease) {
   EXPECT_EQ(l.horizon(), h);
 }
 
+// Collectives longer than longCollectiveNs: a lease of one, the report point at the horizon,
+// so a swap proposed while one runs commits at the next collective.
+TEST(EpochLeader, LongCollectivesGetALeaseOfOneAndSwapAtTheNext) {
+  LeaderConfig c = config(2);
+  c.longCollectiveNs = 200 * kMs;
+  EpochLeader l(c, 1, 4, 2, 0);
+  Outbox out;
+  l.onProgress(0, 2, 1000 * kMs, &out);  // two collectives in a second: long ones
+  const EpochMsg* g = only(out, MsgKind::kGrant);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->horizon, 5u);
+  EXPECT_EQ(g->reportAt, 5u);  // report when blocked at the horizon
+  // Every collective asks when it gets there.
+  for (uint64_t s = 5; s < 8; ++s) {
+    out.messages.clear();
+    l.onProgress(0, s, s * 500 * kMs, &out);  // 500 ms per collective
+    g = only(out, MsgKind::kGrant);
+    ASSERT_NE(g, nullptr) << s;
+    EXPECT_EQ(g->horizon, s + 1);
+  }
+  // Collective 7 runs (horizon 8): a swap commits at 8, the very next one.
+  out.messages.clear();
+  ASSERT_TRUE(l.propose(table("tree"), "test", 3501 * kMs, &out).isOk());
+  l.onAck(0, 2, true, "", 3502 * kMs, &out);
+  l.onAck(1, 2, true, "", 3502 * kMs, &out);
+  const EpochMsg* commit = only(out, MsgKind::kCommit);
+  ASSERT_NE(commit, nullptr);
+  EXPECT_EQ(commit->effectiveSeq, 8u);
+  EXPECT_EQ(commit->horizon, 9u);
+  EXPECT_EQ(commit->reportAt, 9u);
+  // Short collectives again: the usual lease.
+  out.messages.clear();
+  l.onProgress(0, 9, 3510 * kMs, &out);
+  g = only(out, MsgKind::kGrant);
+  ASSERT_NE(g, nullptr);
+  EXPECT_GE(g->horizon - 9, c.leaseMin);
+}
+
 TEST(EpochLeader, LeaseLengthFollowsTheCollectiveRate) {
   EpochLeader fast(config(2), 1, 16, 8, 0);
   Outbox out;

@@ -106,6 +106,131 @@ TEST(LinkVerdicts, KeepEachLinksVerdictUntilItIsMeasuredAgain) {
   EXPECT_EQ(verdicts.current().nranks, 3);
 }
 
+// Probes of every link (link.a.b.probe_gbps), each a new sample at time t.
+void probeAll(attrs::ClusterView& v, int n, uint64_t t, int slowFrom = -1, int slowTo = -1, double slowGbps = 0.05) {
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) setLink(v, a, b, "probe_gbps", a == slowFrom && b == slowTo ? slowGbps : 2.0, t);
+}
+
+// With probes, a ring around a slow link keeps it slow as long as the probes see it
+// slow, however long that is (no expiry, no return to re-test it), and clears it after
+// kConfirm clean probes in a row.
+TEST(LinkVerdicts, ProbesKeepASlowVerdictAndClearItOnceTheLinkIsFast) {
+  attrs::ClusterView v;
+  OrderOptions o;
+  o.maxAgeNs = 5 * kSec;
+  LinkVerdicts verdicts;
+  probeAll(v, 4, 1 * kSec, 1, 2);
+  setRingLinks(v, 4, 10, 1 * kSec);
+  setLink(v, 1, 2, "gbps", 1, 1 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 1 * kSec), o), 1 * kSec, o.maxAgeNs);
+  ASSERT_EQ(verdicts.slowLinks(0.5), 1);
+  // Avoided for 20 s: no data-path measurement of 1 -> 2 any more, probes every second.
+  for (uint64_t t = 2; t <= 20; ++t) {
+    probeAll(v, 4, t * kSec, 1, 2);
+    verdicts.update(measureLinks(input(v, 4, t * kSec), o), t * kSec, o.maxAgeNs);
+    EXPECT_EQ(verdicts.slowLinks(0.5), 1) << "at " << t << " s";
+  }
+  // Healed: one clean probe is not enough, the second clears it.
+  probeAll(v, 4, 21 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 21 * kSec), o), 21 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  // The same probe seen again does not count twice.
+  verdicts.update(measureLinks(input(v, 4, 21 * kSec + 1), o), 21 * kSec + 1, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  probeAll(v, 4, 22 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 22 * kSec), o), 22 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+}
+
+// A link that is found slow again soon after its verdict cleared needs twice as many clean
+// probes the next time (and so on): a flapping link cannot make the schedule flap with it.
+TEST(LinkVerdicts, RelapsesDoubleTheCleanProbesNeeded) {
+  attrs::ClusterView v;
+  OrderOptions o;
+  o.maxAgeNs = 5 * kSec;
+  LinkVerdicts verdicts;
+  uint64_t t = kSec;
+  auto step = [&](bool slowNow, bool dataPath) {
+    t += kSec / 2;
+    probeAll(v, 4, t, slowNow ? 1 : -1, 2);
+    if (dataPath) {  // the ring uses 1 -> 2 again and measures it
+      setRingLinks(v, 4, 10, t);
+      setLink(v, 1, 2, "gbps", slowNow ? 1 : 10, t);
+    }
+    verdicts.update(measureLinks(input(v, 4, t), o), t, o.maxAgeNs);
+    return verdicts.slowLinks(0.5);
+  };
+  ASSERT_EQ(step(true, true), 1);
+  EXPECT_EQ(verdicts.probesToClear(1, 2), LinkVerdicts::kConfirm);
+  for (int relapse = 0; relapse < 3; ++relapse) {
+    const int needed = LinkVerdicts::kConfirm << relapse;
+    EXPECT_EQ(verdicts.probesToClear(1, 2), needed);
+    for (int i = 1; i < needed; ++i) EXPECT_EQ(step(false, false), 1) << "relapse " << relapse << " probe " << i;
+    EXPECT_EQ(step(false, false), 0) << "relapse " << relapse;
+    EXPECT_EQ(step(true, true), 1);  // back on the link, slow again: a relapse
+  }
+  EXPECT_EQ(verdicts.probesToClear(1, 2), LinkVerdicts::kConfirm << 3);
+  // A slow probe in between starts the count again.
+  for (int i = 0; i < 5; ++i) step(false, false);
+  EXPECT_EQ(step(true, false), 1);
+  for (int i = 1; i < (LinkVerdicts::kConfirm << 3); ++i) EXPECT_EQ(step(false, false), 1) << i;
+  EXPECT_EQ(step(false, false), 0);
+  // Quiet for long enough: back to kConfirm.
+  t += LinkVerdicts::kQuietNs + kSec;
+  step(false, false);
+  EXPECT_EQ(verdicts.probesToClear(1, 2), LinkVerdicts::kConfirm);
+}
+
+// The data path alone makes a probed link slow only when the link's latest probe agrees,
+// probes alone never do, and on a probed link only probes clear a slow verdict.
+TEST(LinkVerdicts, DataPathAndProbesCheckEachOther) {
+  attrs::ClusterView v;
+  OrderOptions o;
+  o.maxAgeNs = 5 * kSec;
+  LinkVerdicts verdicts;
+  // 2 -> 3 measures 2.5x slow on the data path (a pipeline artefact), its probe is fine.
+  probeAll(v, 4, 1 * kSec);
+  setRingLinks(v, 4, 10, 1 * kSec);
+  setLink(v, 2, 3, "gbps", 4, 1 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 1 * kSec), o), 1 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  // Probes alone: 3 -> 0 probed 40x slow twice, its data path fine: not slow.
+  for (uint64_t t = 2; t <= 3; ++t) {
+    probeAll(v, 4, t * kSec, 3, 0);
+    verdicts.update(measureLinks(input(v, 4, t * kSec), o), t * kSec, o.maxAgeNs);
+  }
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  // Both agree on 3 -> 0: slow. Then a tail sample of the data path says fine: still slow.
+  setLink(v, 3, 0, "gbps", 1, 3 * kSec + 1);
+  verdicts.update(measureLinks(input(v, 4, 3 * kSec + 2), o), 3 * kSec + 2, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+  setLink(v, 3, 0, "gbps", 10, 4 * kSec);
+  verdicts.update(measureLinks(input(v, 4, 4 * kSec), o), 4 * kSec, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+}
+
+// While a link stays slow, the ring in use stays when it is as good as the best one.
+TEST(AvoidSlowLinks, TheRingInUseStaysWhileItIsAsGood) {
+  attrs::ClusterView v;
+  setRingLinks(v, 4, 10, kSec);
+  setLink(v, 0, 1, "gbps", 1, kSec);
+  LinkCosts c = linkCosts(input(v, 4, kSec), OrderOptions());
+  std::vector<int> best = avoidSlowLinksOrder(c, false, 0.5);
+  EXPECT_GT(ringCost(c, {0, 1, 2, 3}, false, 0.5), 10.0);
+  std::vector<int> other = best == std::vector<int>{0, 3, 2, 1} ? std::vector<int>{0, 3, 1, 2}
+                                                                  : std::vector<int>{0, 3, 2, 1};
+  ASSERT_LT(ringCost(c, other, false, 0.5), 5.0);  // also avoids 0 -> 1
+  EXPECT_EQ(avoidSlowLinksOrder(c, false, 0.5, &other), other);
+  // The slow ring in use does not stay.
+  std::vector<int> usual = {0, 1, 2, 3};
+  EXPECT_EQ(avoidSlowLinksOrder(c, false, 0.5, &usual), best);
+  // Nonsense is ignored.
+  std::vector<int> bad = {0, 0, 1, 2};
+  EXPECT_EQ(avoidSlowLinksOrder(c, false, 0.5, &bad), best);
+}
+
 TEST(AvoidSlowLinks, HealthyClusterKeepsTheUsualRing) {
   attrs::ClusterView v;
   setRingLinks(v, 6, 10, kSec);
