@@ -18,8 +18,8 @@
 // H' = E + L. A negative ACK, a prepare timeout or a failed rank CANCELs the
 // swap (and resumes leasing); a failed rank also stops the leader for good.
 //
-// Long collectives. When a collective takes at least longCollectiveNs
-// (THESEUS_EPOCH_LONG_COLLECTIVE_MS), the lease is one collective and R = H:
+// Long collectives. When collectives start at least longCollectiveNs apart
+// (THESEUS_EPOCH_LONG_COLLECTIVE_MS; the measured rate, compute gaps included), the lease is one collective and R = H:
 // a rank asks for the next collective only when it gets there, so the horizon
 // is always the collective after the one running, and a swap the leader
 // decides while a long collective runs takes effect at the very next one. The

@@ -23,9 +23,9 @@ const IntKnob kLeaseMs("THESEUS_EPOCH_LEASE_MS", 50,
                        "messages; shorter: faster swaps)");
 const IntKnob kLeaseMin("THESEUS_EPOCH_LEASE_MIN", 2, "Shortest epoch lease, in collectives");
 const IntKnob kLongCollectiveMs("THESEUS_EPOCH_LONG_COLLECTIVE_MS", 200,
-                                "Collectives at least this long get a lease of one collective, so a swap decided "
-                                "while one runs takes effect at the next (one control round trip per collective); "
-                                "0: off");
+                                "When collectives start at least this far apart (long ones), the lease is one "
+                                "collective, so a swap decided while one runs takes effect at the next (one control "
+                                "round trip per collective; THESEUS_EPOCH_LEASE_MIN does not apply); 0: off");
 const IntKnob kLeaseMax("THESEUS_EPOCH_LEASE_MAX", 65536,
                         "Longest epoch lease, in collectives: a swap takes effect at most 1.5x this many collectives "
                         "after the leader decides");
@@ -86,6 +86,7 @@ struct Handshake {
   std::string error;
   uint64_t horizon = 0, reportAt = 0;
   std::string table, reason;
+  bool probes = false;  // the leader's policy uses link measurements: probe the links
 };
 
 // The leader's part of the creation handshake: the initial table and lease.
@@ -126,6 +127,7 @@ std::string leaderContribution(uint64_t commId, int nranks, const std::vector<in
   j["reportAt"] = lease / 2;
   j["table"] = t.serialize();
   j["reason"] = "initial table of policy '" + chosen->name() + "'";
+  j["probes"] = chosen->usesLinkMeasurements();
   *policyOut = std::move(chosen);
   return j.dump();
 }
@@ -155,6 +157,7 @@ Result<Handshake> agree(bootstrap::Bootstrap& boot, const std::string& mine) {
     h.reportAt = j.at("reportAt").get<uint64_t>();
     h.table = j.at("table").get<std::string>();
     h.reason = j.at("reason").get<std::string>();
+    h.probes = j.value("probes", false);
   } catch (const std::exception& e) {
     return invalidUsage("malformed epoch handshake: %s", e.what());
   }
@@ -288,11 +291,11 @@ Result<std::unique_ptr<EpochService>> EpochService::create(const ServiceOptions&
   };
   svc->clock_ = std::make_unique<EpochClock>(initial, h.horizon, h.reportAt, o.abort, kWaitTimeoutMs.get(), hooks);
   svc->clock_->setCommTimeout(o.timeoutMs);
-  TH_CHECK(svc->start(o, h.table));
+  TH_CHECK(svc->start(o, h.table, h.probes));
   return svc;
 }
 
-Status EpochService::start(const ServiceOptions& o, const std::string& initialTable) {
+Status EpochService::start(const ServiceOptions& o, const std::string& initialTable, bool probeLinks) {
   bootstrap::Bootstrap& boot = *o.bootstrap;
   Shared& s = *shared_;
   s.rank = boot.rank();
@@ -371,7 +374,7 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
   po.abort = o.abort;
   po.probes = probes_.get();
   po.intervalNs = LinkProber::configuredIntervalNs();
-  if (LinkProber::worthProbing(po)) {
+  if (probeLinks && LinkProber::worthProbing(po)) {
     prober_ = std::make_unique<LinkProber>(po);
     TH_CHECK(prober_->start());
   }

@@ -103,7 +103,7 @@ class EpochService {
 
  private:
   EpochService() = default;
-  Status start(const ServiceOptions& options, const std::string& initial);
+  Status start(const ServiceOptions& options, const std::string& initial, bool probeLinks);
   void run();
 
   bool enabled_ = false;

@@ -1,7 +1,10 @@
 // Link probes (the protocol is described in link_prober.h).
 #include "epoch/link_prober.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,13 +15,13 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "bootstrap/socket.h"
 #include "transport/peer_accept.h"
-#include "transport/socket/socket_io.h"
 
 namespace theseus::epoch {
 namespace {
 
-const IntKnob kProbeMs("THESEUS_LINK_PROBE_MS", 250,
+const IntKnob kProbeMs("THESEUS_LINK_PROBE_MS", 500,
                        "Every link between hosts is probed this often in the background (a bulk transfer lasting "
                        "~1/200 of this), so slow links the schedule avoids are still measured and their "
                        "recovery is seen; 0: off (must be equal on all ranks)");
@@ -42,6 +45,13 @@ struct Answer {
   uint64_t spreadNs;
   uint64_t spreadBytes;
 };
+
+// Probe sockets: non-blocking (every wait is a bounded poll), no Nagle delay.
+void configure(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  bootstrap::setNonBlocking(fd, true);
+}
 
 }  // namespace
 
@@ -75,6 +85,7 @@ void LinkProber::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
+    stopFlag_.set();
   }
   cv_.notify_all();
   if (sender_.joinable()) sender_.join();
@@ -104,12 +115,12 @@ bool LinkProber::probeOnce(Target& t) {
   static const std::vector<char> payload(kMaxBytes, 'p');
   Header h{kMagic, static_cast<uint32_t>(t.bytes)};
   Answer ans{};
-  Deadline d = Deadline::afterMs(kProbeTimeoutMs);
+  const bootstrap::Wait wait = bootstrap::Wait::forMs(kProbeTimeoutMs, o_.abort, &stopFlag_);
+  const std::string who = "rank " + std::to_string(t.peer) + " (link probe)";
   const uint64_t t0 = nowNs();
-  Status st = transport::writeFully(t.fd, &h, sizeof(h), d, o_.abort, "sending a link probe");
-  if (st.isOk()) st = transport::writeFully(t.fd, payload.data(), t.bytes, d, o_.abort, "sending a link probe");
-  if (st.isOk())
-    st = transport::readFully(t.fd, &ans, sizeof(ans), d, o_.abort, &stop_, "reading a link probe's answer");
+  Status st = bootstrap::sendAll(t.fd, &h, sizeof(h), wait, who);
+  if (st.isOk()) st = bootstrap::sendAll(t.fd, payload.data(), t.bytes, wait, who);
+  if (st.isOk()) st = bootstrap::recvAll(t.fd, &ans, sizeof(ans), wait, who);
   if (st.isOk() && (ans.magic != kMagic || ans.bytes != h.bytes || ans.spreadBytes > t.bytes))
     st = remoteError("rank %d answered a link probe with garbage", t.peer);
   if (!st.isOk()) {
@@ -135,12 +146,11 @@ void LinkProber::senderLoop() {
   for (int p = 0; p < o_.nranks && !stop_.load(); ++p) {
     if (o_.hostOf[p] == o_.hostOf[o_.rank]) continue;
     auto fd = o_.boot->connectTo(p, kTag, Deadline::afterMs(kConnectMs));
-    if (!fd.isOk() || !transport::configureDataSocket(fd.value(), -1, -1).isOk()) {
-      TH_INFO(log::kAttrs, "rank %d: no link probes to rank %d: %s", o_.rank, p,
-              fd.isOk() ? "cannot configure the socket" : fd.status().message().c_str());
-      if (fd.isOk()) close(fd.value());
+    if (!fd.isOk()) {
+      TH_INFO(log::kAttrs, "rank %d: no link probes to rank %d: %s", o_.rank, p, fd.status().message().c_str());
       continue;
     }
+    configure(fd.value());
     Target t;
     t.peer = p;
     t.fd = fd.value();
@@ -180,13 +190,12 @@ void LinkProber::serverLoop() {
     if (o_.hostOf[p] == o_.hostOf[o_.rank]) continue;
     auto fd = transport::acceptFromPeer(*o_.boot, p, kTag, Deadline::afterMs(kConnectMs), o_.abort, stop_,
                                         kConnectMs, "its link probe connection");
-    if (!fd.isOk() || !transport::configureDataSocket(fd.value(), -1, -1).isOk()) {
+    if (!fd.isOk()) {
       if (!stop_.load())
-        TH_INFO(log::kAttrs, "rank %d: no link probes from rank %d: %s", o_.rank, p,
-                fd.isOk() ? "cannot configure the socket" : fd.status().message().c_str());
-      if (fd.isOk()) close(fd.value());
+        TH_INFO(log::kAttrs, "rank %d: no link probes from rank %d: %s", o_.rank, p, fd.status().message().c_str());
       continue;
     }
+    configure(fd.value());
     in.push_back({p, fd.value()});
   }
   std::vector<char> sink(1 << 20);
@@ -210,14 +219,14 @@ void LinkProber::serverLoop() {
         char* into = c.headerGot < sizeof(Header) ? reinterpret_cast<char*>(&c.header) + c.headerGot : sink.data();
         if (c.headerGot == sizeof(Header) && c.payloadLeft == 0) want = 0;
         if (want > 0) {
-          size_t got = 0;
-          int err = 0;
-          transport::IoResult r = transport::recvSome(c.fd, into, want, &got, &err);
-          if (r == transport::IoResult::kWouldBlock) break;
-          if (r != transport::IoResult::kProgress) {
+          ssize_t n = ::recv(c.fd, into, want, MSG_DONTWAIT);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+          if (n <= 0) {
             gone = true;
             break;
           }
+          const size_t got = static_cast<size_t>(n);
           if (c.headerGot < sizeof(Header)) {
             c.headerGot += got;
             if (c.headerGot < sizeof(Header)) continue;
@@ -237,8 +246,9 @@ void LinkProber::serverLoop() {
         }
         // A whole probe: answer it (a few bytes always fit an idle socket's buffer).
         Answer ans{kMagic, c.header.bytes, c.lastNs - c.firstNs, c.spreadBytes};
-        Status st = transport::writeFully(c.fd, &ans, sizeof(ans), Deadline::afterMs(kProbeTimeoutMs), o_.abort,
-                                          "answering a link probe");
+        Status st = bootstrap::sendAll(c.fd, &ans, sizeof(ans),
+                                       bootstrap::Wait::forMs(kProbeTimeoutMs, o_.abort, &stopFlag_),
+                                       "rank " + std::to_string(c.peer) + " (link probe answer)");
         if (!st.isOk()) {
           gone = true;
           break;

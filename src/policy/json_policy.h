@@ -86,6 +86,7 @@ class JsonPolicy final : public Policy {
 
   const std::string& name() const override { return name_; }
   std::string describe() const override;
+  bool usesLinkMeasurements() const override { return usesLinks_; }
   Result<DecisionTable> decide(const PolicyInput& in) override;
 
   const std::vector<Rule>& rules() const { return rules_; }

@@ -37,6 +37,7 @@ class PluginPolicy final : public Policy {
 
   const std::string& name() const override { return name_; }
   std::string describe() const override;
+  bool usesLinkMeasurements() const override { return true; }  // it may ask for avoid_slow_links_order
   Result<DecisionTable> decide(const PolicyInput& in) override;
 
   // Host services (called back from the plugin during decide()).

@@ -52,6 +52,9 @@ class Policy {
   // The table for the situation `in` describes (version 0: the epoch module
   // numbers tables). Called by one thread at a time.
   virtual Result<DecisionTable> decide(const PolicyInput& in) = 0;
+  // Whether decisions depend on link measurements (slow_links, avoid_slow_links):
+  // only then do ranks probe links they do not use (epoch/link_prober.h).
+  virtual bool usesLinkMeasurements() const { return false; }
 };
 
 // The `why` of decisions a policy did not make itself but took from the static

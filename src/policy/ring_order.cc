@@ -13,7 +13,11 @@ namespace theseus::policy {
 namespace {
 
 constexpr double kHostEdge = 0.01;  // extra cost of a ring link between hosts (tie-breaker)
-constexpr double kStickiness = 0.5;  // the ring in use stays unless another costs this much less
+// The ring in use stays unless another costs less than 1/kStickyFactor of it (and kStickiness
+// less): slowness enters the cost as s^4, so a factor 2 is only ~19% of a slow link's slowness,
+// within the scatter of two measurements of the same slow links.
+constexpr double kStickiness = 0.5;
+constexpr double kStickyFactor = 2.0;
 constexpr double kMaxWeight = 1e12;
 
 // "12" -> 12 when it is a rank below n; -1 otherwise.
@@ -270,6 +274,12 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
     state_.assign(links, State{});
   }
   const double slow = 1.0 / slowRatio, fine = kProbeFineFactor * slow;
+  // Data path (s) and probe (p) agree that a link is slow: the data path past the threshold and
+  // the probe past the clean limit (between clean and that, a probe neither clears nor confirms),
+  // or the data path leaning slow and the probe far past it.
+  auto agrees = [&](double s, double p) {
+    return (s > slow && p > fine) || (s > kLeaningFactor * slow && p > kLeaningProbeFactor * slow);
+  };
   for (size_t k = 0; k < links; ++k) {
     State& st = state_[k];
     double& verdict = verdicts_.slowness[k];
@@ -279,29 +289,54 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
     }
     // 1. A new probe: remember what it says.
     bool newProbe = false;
+    const uint64_t prevProbeNs = st.probeNs;
     if (probed && measured.probedNs[k] > st.probeNs) {
       newProbe = true;
       st.probeNs = measured.probedNs[k];
       st.probeSlowness = measured.probeSlowness[k];
     }
-    const bool hasProbes = st.probeNs != 0;
+    const bool hasProbes = probed && measured.probedNs[k] != 0;  // a probe within max_age_ms
     const bool probeClean = hasProbes && !(st.probeSlowness > fine);
     // 2. A new data-path measurement. On a probed link it makes the link slow only when the
     //    latest probe agrees (the pipeline effect and TCP slow start can make a healthy link
     //    look 2x slow); it clears a slow verdict only on links without probes (a probed link's
     //    last data-path samples after a swap left it are its tail, not a measurement of it).
-    if (measured.measuredNs[k] > verdicts_.measuredNs[k]) {
+    const bool dataNew = measured.measuredNs[k] > verdicts_.measuredNs[k];
+    if (dataNew) {
       verdicts_.measuredNs[k] = st.aliveNs = measured.measuredNs[k];
       const double s = measured.slowness[k];
-      if (verdict > slow) {
-        if (s > slow || !hasProbes) verdict = s;
-      } else if (!(s > slow)) {
-        verdict = s;
-      } else if (!hasProbes || st.probeSlowness > slow) {
-        markSlow(k, s, nowNs, hasProbes ? "data path and probe" : "data path");
-      }  // else the probe disagrees: not slow (yet)
+      if (!hasProbes) {
+        if (s > slow && !(verdict > slow)) markSlow(k, s, nowNs, "data path");
+        else verdict = s;
+      } else {
+        // Both sources agree, or the data path leans slow and the probe is far past the threshold
+        // (in a ring every link moves data at the slow one's pace, so the data path alone sees
+        // even a much slower link only a little below the median). The verdict is the worse of
+        // the two: it ranks the link among the slow ones when rings are scored.
+        const double p = st.probeSlowness, both = std::max(s, p);
+        const bool agree = agrees(s, p);
+        st.agreeing = agree ? st.agreeing + 1 : 0;
+        if (verdict > slow) {
+          if (agree) verdict = both;
+        } else if (agree && st.agreeing >= kAgreeSamples) {
+          markSlow(k, both, nowNs, "data path and probe");
+        } else if (agree) {
+          verdict = std::min(s, slow);  // one sample: wait for the next
+        } else {
+          verdict = std::min(s, slow);  // a disagreeing probe: not slow (yet)
+        }
+      }
     }
-    // 3. Probes keep a slow verdict alive, or clear it after enough clean ones in a row.
+    // 3. A probe that comes after a data-path sample (taken since the previous probe, and since
+    //    the verdict last cleared) and agrees with it: the data path's last sample may be from just
+    //    before a swap stopped measuring the link.
+    if (newProbe && !dataNew && !(verdict > slow) && hasProbes && measured.measuredNs[k] > prevProbeNs &&
+        measured.measuredNs[k] > st.clearedNs && agrees(measured.slowness[k], st.probeSlowness)) {
+      markSlow(k, std::max(measured.slowness[k], st.probeSlowness), nowNs, "probe confirming the data path");
+      st.aliveNs = std::max(st.aliveNs, st.probeNs);
+      continue;
+    }
+    // 4. Probes keep a slow verdict alive, or clear it after enough clean ones in a row.
     if (newProbe && verdict > slow) {
       st.aliveNs = std::max(st.aliveNs, st.probeNs);
       if (!probeClean) {
@@ -315,7 +350,7 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
       }
       continue;
     }
-    // 4. Nothing refreshed it for max_age_ms: a fresh chance.
+    // 5. Nothing refreshed it for max_age_ms: a fresh chance.
     if (st.aliveNs != 0 && maxAgeNs != 0 && nowNs > st.aliveNs && nowNs - st.aliveNs > maxAgeNs) {
       if (verdict > 1.0)
         TH_INFO(log::kPolicy, "link %zu->%zu: verdict (%.1fx) expired unmeasured (max_age_ms)", k / links1(verdicts_),
@@ -376,7 +411,7 @@ std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional,
     bool permutation = true;
     for (int r : *preferred) permutation = permutation && r >= 0 && r < n && !seen[r] && (seen[r] = true);
     if (permutation && ringCost(costs, *preferred, bidirectional, slowRatio) <=
-                           ringCost(costs, best, bidirectional, slowRatio) + kStickiness)
+                           kStickyFactor * ringCost(costs, best, bidirectional, slowRatio) + kStickiness)
       return *preferred;
   }
   return best;

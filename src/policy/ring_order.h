@@ -39,7 +39,12 @@
 // so a link that flaps does not make the schedule flap with it; after
 // kQuietNs without a relapse the count is back to kConfirm. The two sources
 // check each other: on a probed link the data path makes the link slow only
-// when its latest probe agrees (in a pipeline every link carries data at the slow
+// when its latest probe agrees (is past the clean limit; a probe between the
+// threshold and that limit neither clears nor confirms) - or when it leans slow (kLeaningFactor of the
+// threshold) and the probe is kLeaningProbeFactor past it, for kAgreeSamples
+// data-path samples in a row (one sample of a busy host is noise often enough);
+// the verdict is then the
+// worse of the two (in a pipeline every link carries data at the slow
 // link's pace in short bursts, and TCP restarting slow after each idle gap can
 // make a healthy link measure 2x slow); probes alone never make a link slow
 // (a probe competing with a collective on a busy link, or on a CPU-starved
@@ -102,6 +107,9 @@ class LinkVerdicts {
   static constexpr uint64_t kRelapseNs = 30'000'000'000;   // slow again this soon after clearing: a relapse
   static constexpr uint64_t kQuietNs = 60'000'000'000;     // no relapse this long: the backoff resets
   static constexpr double kProbeFineFactor = 2;             // a probe up to this far past "slow" is clean
+  static constexpr double kLeaningFactor = 0.75;            // data path this close to "slow" ...
+  static constexpr double kLeaningProbeFactor = 8;          // ... and a probe this far past it
+  static constexpr int kAgreeSamples = 2;                   // data-path samples in a row that agree
 
   void update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs, double slowRatio = 0.5);
   const LinkCosts& current() const { return verdicts_; }
@@ -118,6 +126,7 @@ class LinkVerdicts {
     int clean = 0;           // clean probes in a row
     int relapses = 0;
     double probeSlowness = 1;  // the latest probe's
+    int agreeing = 0;          // data-path samples in a row that the probe agreed with
   };
   void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
   LinkCosts verdicts_;
@@ -129,7 +138,8 @@ std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf);
 
 // The ring order described above; `bidirectional` scores both directions of
 // every ring link. While some ring link is slow, `preferred` (the order in use)
-// is kept unless the best ring costs kStickiness (half a healthy link) less.
+// is kept unless the best ring costs less than half of it (and half a healthy
+// link less): two measurements of the same slow links scatter that much.
 std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio,
                                      const std::vector<int>* preferred = nullptr);
 

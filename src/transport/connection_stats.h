@@ -16,9 +16,8 @@ struct ConnectionCounters {
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> messages{0};
   std::atomic<uint64_t> timeNs{0};  // send: busy (data queued); receive: executor waiting for data
-  // Send side, where the kernel tells (TCP_INFO; PeerStats::linkBytes): totals
-  // since the connection opened, stored as absolute values by the one writer.
-  std::atomic<uint64_t> linkBytes{0};
+  // Send side, where the kernel tells (TCP_INFO; PeerStats::linkBusyNs): the
+  // total since the connection opened, stored as an absolute value by the one writer.
   std::atomic<uint64_t> linkBusyNs{0};
 
   void addMessage(uint64_t n) {

@@ -112,12 +112,11 @@ struct PeerStats {
   uint64_t sendBusyNs = 0;     // time the sender had data queued for this peer
   uint64_t recvWaitNs = 0;     // time the executor waited on this peer's data
   // The network path's own view where the kernel keeps one (TCP: TCP_INFO), 0
-  // elsewhere: bytes the peer acknowledged, and the time the path had this
-  // rank's data in flight without being held back by the peer's receive window.
-  // A TCP sender's queue above (sendBusyNs) empties into the kernel's socket
-  // buffer long before the bytes cross a slow link, so only this pair measures
-  // the link itself (attrs/probes.h prefers it).
-  uint64_t linkBytes = 0;
+  // elsewhere: the time the path had this rank's data in flight without being
+  // held back by the peer's receive window. A TCP sender's queue above
+  // (sendBusyNs) empties into the kernel's socket buffer long before the bytes
+  // cross a slow link, so only this measures the link itself (attrs/probes.h
+  // takes the longer of the two).
   uint64_t linkBusyNs = 0;
   double sendGBps() const { return sendBusyNs ? double(bytesSent) / double(sendBusyNs) : 0.0; }
 };

@@ -293,7 +293,6 @@ PeerStats TransportManagerImpl::stats(int peer) const {
     s.bytesSent += out.bytes.load(std::memory_order_relaxed);
     s.messagesSent += out.messages.load(std::memory_order_relaxed);
     s.sendBusyNs += out.timeNs.load(std::memory_order_relaxed);
-    s.linkBytes += out.linkBytes.load(std::memory_order_relaxed);
     s.linkBusyNs += out.linkBusyNs.load(std::memory_order_relaxed);
     s.bytesReceived += in.bytes.load(std::memory_order_relaxed);
     s.messagesReceived += in.messages.load(std::memory_order_relaxed);

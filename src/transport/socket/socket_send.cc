@@ -188,17 +188,15 @@ class SocketSendConnection final : public SendConnection, public SocketWaitable,
     const uint64_t now = nowNs();
     if (now - lastPathSampleNs_ < kPathSampleNs) return;
     lastPathSampleNs_ = now;
-    uint64_t acked = 0, busyUs = 0;
+    uint64_t busyUs = 0;
     for (int fd : fds_) {
       TcpPathStats t;
       if (!readTcpPathStats(fd, &t)) {
         pathStats_ = false;
         return;
       }
-      acked += t.bytesAcked;
       busyUs += t.pathBusyUs;
     }
-    counters_->linkBytes.store(acked, std::memory_order_relaxed);
     counters_->linkBusyNs.store(busyUs * 1000, std::memory_order_relaxed);
   }
 

@@ -15,7 +15,6 @@ bool readTcpPathStats(int fd, TcpPathStats* out) {
   socklen_t len = sizeof(ti);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
   if (len < offsetof(struct tcp_info, tcpi_rwnd_limited) + sizeof(ti.tcpi_rwnd_limited)) return false;
-  out->bytesAcked = ti.tcpi_bytes_acked;
   out->pathBusyUs = ti.tcpi_busy_time > ti.tcpi_rwnd_limited ? ti.tcpi_busy_time - ti.tcpi_rwnd_limited : 0;
   return true;
 }

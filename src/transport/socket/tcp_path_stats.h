@@ -9,7 +9,6 @@
 namespace theseus::transport {
 
 struct TcpPathStats {
-  uint64_t bytesAcked = 0;  // bytes the peer acknowledged
   // Microseconds with data in flight, less those limited by the peer's receive
   // window (a receiver that does not read is not the path's fault). The kernel
   // counts in jiffies: a few milliseconds of resolution.

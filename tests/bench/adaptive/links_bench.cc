@@ -214,7 +214,7 @@ Result degradedThenHealed(const Options& o, const std::string& scenario, size_t 
   Comm fixed{split("static"), std::vector<float>(bytes / sizeof(float), 1.f)};
   Comm adapt{split(o.policy), std::vector<float>(bytes / sizeof(float), 1.f)};
   auto origin = Clock::now();
-  for (int i = 0; i < 3; ++i) {  // healthy: both learn what the links achieve
+  for (int i = 0; i < 5; ++i) {  // healthy: both learn what the links achieve, leases settle
     fixed.run(origin);
     adapt.run(origin);
   }

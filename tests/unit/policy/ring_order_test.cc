@@ -122,9 +122,12 @@ TEST(LinkVerdicts, ProbesKeepASlowVerdictAndClearItOnceTheLinkIsFast) {
   o.maxAgeNs = 5 * kSec;
   LinkVerdicts verdicts;
   probeAll(v, 4, 1 * kSec, 1, 2);
-  setRingLinks(v, 4, 10, 1 * kSec);
-  setLink(v, 1, 2, "gbps", 1, 1 * kSec);
-  verdicts.update(measureLinks(input(v, 4, 1 * kSec), o), 1 * kSec, o.maxAgeNs);
+  for (uint64_t t : {kSec / 2, kSec}) {  // two data-path samples in a row agree with the probe
+    setRingLinks(v, 4, 10, t);
+    setLink(v, 1, 2, "gbps", 1, t);
+    verdicts.update(measureLinks(input(v, 4, t), o), t, o.maxAgeNs);
+    EXPECT_EQ(verdicts.slowLinks(0.5), t == kSec ? 1 : 0);
+  }
   ASSERT_EQ(verdicts.slowLinks(0.5), 1);
   // Avoided for 20 s: no data-path measurement of 1 -> 2 any more, probes every second.
   for (uint64_t t = 2; t <= 20; ++t) {
@@ -155,7 +158,10 @@ TEST(LinkVerdicts, RelapsesDoubleTheCleanProbesNeeded) {
   auto step = [&](bool slowNow, bool dataPath) {
     t += kSec / 2;
     probeAll(v, 4, t, slowNow ? 1 : -1, 2);
-    if (dataPath) {  // the ring uses 1 -> 2 again and measures it
+    if (dataPath) {  // the ring uses 1 -> 2 again and measures it (a first sample, then the step's)
+      setRingLinks(v, 4, 10, t - 1);
+      setLink(v, 1, 2, "gbps", slowNow ? 1 : 10, t - 1);
+      verdicts.update(measureLinks(input(v, 4, t - 1), o), t - 1, o.maxAgeNs);
       setRingLinks(v, 4, 10, t);
       setLink(v, 1, 2, "gbps", slowNow ? 1 : 10, t);
     }
@@ -202,9 +208,13 @@ TEST(LinkVerdicts, DataPathAndProbesCheckEachOther) {
     verdicts.update(measureLinks(input(v, 4, t * kSec), o), t * kSec, o.maxAgeNs);
   }
   EXPECT_EQ(verdicts.slowLinks(0.5), 0);
-  // Both agree on 3 -> 0: slow. Then a tail sample of the data path says fine: still slow.
+  // Both agree on 3 -> 0, one data-path sample: not yet; the second: slow. Then a tail sample
+  // of the data path says fine: still slow.
   setLink(v, 3, 0, "gbps", 1, 3 * kSec + 1);
   verdicts.update(measureLinks(input(v, 4, 3 * kSec + 2), o), 3 * kSec + 2, o.maxAgeNs);
+  EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  setLink(v, 3, 0, "gbps", 1, 3 * kSec + 3);
+  verdicts.update(measureLinks(input(v, 4, 3 * kSec + 4), o), 3 * kSec + 4, o.maxAgeNs);
   EXPECT_EQ(verdicts.slowLinks(0.5), 1);
   setLink(v, 3, 0, "gbps", 10, 4 * kSec);
   verdicts.update(measureLinks(input(v, 4, 4 * kSec), o), 4 * kSec, o.maxAgeNs);
