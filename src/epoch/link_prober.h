@@ -22,12 +22,12 @@
 //   * the server reads every probe sent to this rank and answers it.
 // The payload adapts per link so that a bulk transfer lasts about 1/200 of the
 // interval (doubling or halving between 256 KiB and 1 MiB): about 0.5% of the
-// time of a link between ~0.4 and ~1.6 GB/s, and little CPU on faster ones.
+// time of a link between ~0.2 and ~0.8 GB/s, and little CPU on faster ones.
 // Never below 256 KiB: shapers pass a burst at line rate (a token bucket's
 // 64 KB fills while a link is idle, and an avoided link is idle), and a probe
 // must be long enough past it to see the link's rate; on a link slower than
-// ~100 MB/s that makes the share larger (400 Mbit/s: about 2% at the default
-// interval).
+// ~50 MB/s that makes the share larger (400 Mbit/s: about 1% at the default
+// interval of 500 ms).
 //
 // Ranks probe only when the leader's policy uses link measurements
 // (Policy::usesLinkMeasurements, agreed in the creation handshake): a static
