@@ -129,12 +129,13 @@ bool LinkProber::probeOnce(Target& t) {
     return false;
   }
   const uint64_t whole = nowNs() - t0;
+  const bool spread = ans.spreadNs > 0 && ans.spreadBytes >= t.bytes / 4;  // else it came in one read
   double gbps = 0;
-  if (ans.spreadNs > 0 && ans.spreadBytes >= t.bytes / 4) gbps = double(ans.spreadBytes) / double(ans.spreadNs);
+  if (spread) gbps = double(ans.spreadBytes) / double(ans.spreadNs);
   else if (whole > 0) gbps = double(t.bytes) / double(whole);
   o_.probes->recordProbe(t.peer, gbps);
   const uint64_t target = std::max<uint64_t>(o_.intervalNs / 200, 1);
-  const uint64_t took = ans.spreadBytes >= t.bytes / 4 ? ans.spreadNs : 0;
+  const uint64_t took = spread ? ans.spreadNs : 0;
   if (took < target / 2 && t.bytes < kMaxBytes) t.bytes *= 2;
   else if (took > 2 * target && t.bytes > kMinBytes) t.bytes /= 2;
   return true;

@@ -269,7 +269,6 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
   if (verdicts_.nranks == 0) {
     verdicts_ = measured;
     verdicts_.slowness.assign(links, 1.0);
-    for (int x = 0; x < measured.nranks; ++x) verdicts_.slowness[static_cast<size_t>(x) * measured.nranks + x] = 1.0;
     verdicts_.measuredNs.assign(links, 0);
     state_.assign(links, State{});
   }
@@ -320,10 +319,8 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
           if (agree) verdict = both;
         } else if (agree && st.agreeing >= kAgreeSamples) {
           markSlow(k, both, nowNs, "data path and probe");
-        } else if (agree) {
-          verdict = std::min(s, slow);  // one sample: wait for the next
         } else {
-          verdict = std::min(s, slow);  // a disagreeing probe: not slow (yet)
+          verdict = std::min(s, slow);  // one agreeing sample, or a disagreeing probe: not slow (yet)
         }
       }
     }

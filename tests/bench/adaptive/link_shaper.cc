@@ -6,18 +6,16 @@
 #include "../../../tools/common/run_command.h"
 
 namespace theseus::bench {
-namespace {
 
 std::vector<std::string> splitCsv(const char* text) {
   std::vector<std::string> out;
   if (text == nullptr) return out;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
   return out;
 }
-
-}  // namespace
 
 std::string LinkShaper::init() {
   ns_ = splitCsv(getenv("THESEUS_RUN_NETNS"));

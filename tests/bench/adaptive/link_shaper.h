@@ -20,6 +20,9 @@
 
 namespace theseus::bench {
 
+// "a,b,,c" -> {"a", "b", "c"}; null or "" -> {}.
+std::vector<std::string> splitCsv(const char* text);
+
 class LinkShaper {
  public:
   // Reads the namespaces from the environment; "" or why it cannot shape.

@@ -18,7 +18,8 @@
 //   slow after collectives after the first swap at >= 3/4 of static's pace
 //   back       ms from healing to the first collective on the initial table
 //   logs       whether the adaptive decision logs are identical on every rank
-// and a RESULT line of JSON per scenario for the script. --check: exit 1 when
+// and a RESULT line of JSON per scenario for the script (LINKS_BENCH_REASONS=1: each
+// table's reason from the decision log too). --check: exit 1 when
 // a goal fails (ratio >= --min-ratio on slow-link, at most --max-swaps while
 // degraded, back within --max-back-ms of healing, identical logs; flap: no more
 // swaps than min_dwell_ms allows). Defaults: issue 15's goals (2.46x, 2, 2 s).
@@ -70,18 +71,6 @@ theseus::bench::LinkShaper shaper_;
       exit(1);                                                                                         \
     }                                                                                                  \
   } while (0)
-
-std::vector<std::string> splitCsv(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > at) out.push_back(text.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
 
 size_t parseSize(const std::string& s) {
   char* end = nullptr;
@@ -383,8 +372,8 @@ int main(int argc, char** argv) {
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--sizes") {
       o.sizes.clear();
-      for (const std::string& s : splitCsv(value())) o.sizes.push_back(parseSize(s));
-    } else if (a == "--scenarios") o.scenarios = splitCsv(value());
+      for (const std::string& s : theseus::bench::splitCsv(value().c_str())) o.sizes.push_back(parseSize(s));
+    } else if (a == "--scenarios") o.scenarios = theseus::bench::splitCsv(value().c_str());
     else if (a == "--rate") o.rate = value();
     else if (a == "--policy") o.policy = value();
     else if (a == "--pairs") o.pairs = atoi(value().c_str());
