@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <numeric>
@@ -19,6 +20,7 @@ constexpr double kHostEdge = 0.01;  // extra cost of a ring link between hosts (
 constexpr double kStickiness = 0.5;
 constexpr double kStickyFactor = 2.0;
 constexpr double kMaxWeight = 1e12;
+constexpr int kOwnReferenceHosts = 8;  // probes: up to this many hosts, a reference without the link's hosts
 
 // "12" -> 12 when it is a rank below n; -1 otherwise.
 int parseRank(std::string_view s, int n) {
@@ -162,6 +164,68 @@ std::vector<int> searchRing(const LinkCosts& c, std::vector<int> order, bool bid
   return order;
 }
 
+// The median of `values`, which it reorders; nullopt when empty.
+std::optional<double> medianOf(std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  const size_t m = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + m, values.end());
+  double hi = values[m];
+  if (values.size() % 2) return hi;
+  return (*std::max_element(values.begin(), values.begin() + m) + hi) / 2;
+}
+
+// Active probes: each link's latest against a reference, the median probe of
+// the links that touch neither of its hosts when there are at most
+// kOwnReferenceHosts hosts (with few hosts one slow host's links are a large
+// share of all links - half of them with 4 hosts - and drag a median of all
+// links down to their level), else (or when no such link was probed) the
+// median of all links.
+void probeSlowness(const PolicyInput& in, const OrderOptions& options, LinkCosts* c) {
+  const int n = c->nranks;
+  struct Probe {
+    size_t k;
+    double gbps;
+    uint64_t ns;
+  };
+  std::vector<Probe> probes;
+  int a, b;
+  in.view->forEach(probePattern(), in.nowNs, options.maxAgeNs, [&](const std::string& name, const attrs::ViewEntry& e) {
+    if (parseLink(name, n, &a, &b) && e.value > 0)
+      probes.push_back({static_cast<size_t>(a) * n + b, e.value, e.timestampNs});
+  });
+  if (probes.empty()) return;
+  std::vector<double> values;
+  for (const Probe& p : probes) values.push_back(p.gbps);
+  const std::optional<double> all = medianOf(values);
+  const int hosts = c->hostOf.empty() ? 1 : *std::max_element(c->hostOf.begin(), c->hostOf.end()) + 1;
+  const bool validHosts = std::all_of(c->hostOf.begin(), c->hostOf.end(), [](int h) { return h >= 0; });
+  std::vector<std::optional<double>> own;  // [ha * hosts + hb]: the reference of links between ha and hb
+  const bool exclude = validHosts && hosts >= 3 && hosts <= kOwnReferenceHosts;
+  if (exclude) {
+    own.resize(static_cast<size_t>(hosts) * hosts);
+    for (int ha = 0; ha < hosts; ++ha) {
+      for (int hb = 0; hb < hosts; ++hb) {
+        values.clear();
+        for (const Probe& p : probes) {
+          const int x = c->hostOf[p.k / n], y = c->hostOf[p.k % n];
+          if (x != ha && x != hb && y != ha && y != hb) values.push_back(p.gbps);
+        }
+        own[static_cast<size_t>(ha) * hosts + hb] = medianOf(values);
+      }
+    }
+  }
+  for (const Probe& p : probes) {
+    std::optional<double> ref = all;
+    if (exclude) {
+      const auto& mine = own[static_cast<size_t>(c->hostOf[p.k / n]) * hosts + c->hostOf[p.k % n]];
+      if (mine) ref = mine;
+    }
+    if (!ref || !(*ref > 0)) continue;
+    c->probeSlowness[p.k] = std::min(std::max(1.0, *ref / p.gbps), LinkCosts::kUnusable);
+    c->probedNs[p.k] = p.ns;
+  }
+}
+
 }  // namespace
 
 LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
@@ -208,16 +272,7 @@ LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
     c.slowness[k] = std::min(s, LinkCosts::kUnusable);
   }
   for (int x = 0; x < n; ++x) c.slowness[static_cast<size_t>(x) * n + x] = 1.0;
-  // Active probes: each link's latest against the median of all links' latest.
-  auto probeMedian = view.aggregate(probePattern(), attrs::Aggregate::kMedian, now, age);
-  if (probeMedian && *probeMedian > 0) {
-    view.forEach(probePattern(), now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
-      if (!parseLink(name, n, &a, &b) || !(e.value > 0)) return;
-      size_t k = static_cast<size_t>(a) * n + b;
-      c.probeSlowness[k] = std::min(std::max(1.0, *probeMedian / e.value), LinkCosts::kUnusable);
-      c.probedNs[k] = e.timestampNs;
-    });
-  }
+  probeSlowness(in, options, &c);
   return c;
 }
 
@@ -356,6 +411,43 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
       verdicts_.measuredNs[k] = 0;
       st.aliveNs = 0;
       st.clean = 0;
+    }
+  }
+  spreadHostVerdicts(measured, nowNs, slowRatio);
+}
+
+// A slow host or NIC: every link out of (or into) host h to other hosts probes
+// slow and the data path confirmed one of them (a schedule only measures the
+// few it uses; the others would each be found slow by a swap to them). Probes
+// keep and clear the verdicts as usual.
+void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio) {
+  const int n = verdicts_.nranks;
+  const std::vector<int>& hostOf = verdicts_.hostOf;
+  if (measured.probedNs.size() != static_cast<size_t>(n) * n || hostOf.size() != static_cast<size_t>(n)) return;
+  const double slow = 1.0 / slowRatio, fine = kProbeFineFactor * slow;
+  const int hosts = *std::max_element(hostOf.begin(), hostOf.end()) + 1;
+  for (int h = 0; h < hosts; ++h) {
+    for (bool out : {true, false}) {
+      std::vector<size_t> links;  // every link between h and another host, in this direction
+      bool confirmed = false, allSlow = true;
+      for (int x = 0; x < n && allSlow; ++x) {
+        for (int y = 0; y < n && allSlow; ++y) {
+          const int mine = out ? x : y, other = out ? y : x;
+          if (hostOf[mine] != h || hostOf[other] == h || hostOf[other] < 0) continue;
+          const size_t k = static_cast<size_t>(x) * n + y;
+          links.push_back(k);
+          confirmed = confirmed || verdicts_.slowness[k] > slow;
+          allSlow = measured.probedNs[k] != 0 && state_[k].probeSlowness > fine;
+        }
+      }
+      if (!confirmed || !allSlow || links.size() < 2) continue;
+      for (size_t k : links) {
+        if (verdicts_.slowness[k] > slow) continue;
+        char by[96];
+        snprintf(by, sizeof by, "probes of every link %s host %d agree with its slow link", out ? "out of" : "into", h);
+        markSlow(k, state_[k].probeSlowness, nowNs, by);
+        state_[k].aliveNs = std::max(state_[k].aliveNs, state_[k].probeNs);
+      }
     }
   }
 }

@@ -28,7 +28,10 @@
 // link's verdict until that link is measured again by the data path (a newer
 // timestamp of one of its own attributes). A slow verdict is also kept alive
 // by the active probes (link.a.b.probe_gbps, epoch/link_prober.h): each new
-// probe compares the link with the median probe of all links; a clean probe
+// probe compares the link with a reference, the median probe of the links
+// that touch neither of its two hosts (up to 8 hosts; with 4 hosts a slow
+// host's links are half of all links and would drag a median of all of them
+// down to their own level), else of all links; a clean probe
 // (at most kProbeFineFactor past the threshold: probes of healthy links
 // scatter that much on a busy host, probes of a slow link sit tens of times
 // below) counts towards clearing the verdict, any other starts the count
@@ -54,6 +57,14 @@
 // a host) a verdict expires when its last measurement is older than the
 // policy's max_age_ms - then the link gets a fresh chance (and is re-tested by
 // the schedule that uses it).
+//
+// Slow hosts. A host (or its NIC) that is slow makes every link out of it (or
+// into it) slow, but a schedule measures only the few it uses: found one by
+// one, each would cost a swap to a schedule through the next. So when the data
+// path and probes made one link out of (into) host h slow and the latest
+// probes of all of h's other links out of (into) it are past the clean limit,
+// those links are made slow too, with their probes' slowness; probes keep and
+// clear them like any other verdict.
 //
 // avoid_slow_links. A ring of n ranks uses n directed links (both directions
 // of each when bidirectional). The order minimises the sum over its links of
@@ -129,6 +140,7 @@ class LinkVerdicts {
     int agreeing = 0;          // data-path samples in a row that the probe agreed with
   };
   void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
+  void spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio);
   LinkCosts verdicts_;
   std::vector<State> state_;
 };

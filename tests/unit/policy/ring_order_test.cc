@@ -221,6 +221,61 @@ TEST(LinkVerdicts, DataPathAndProbesCheckEachOther) {
   EXPECT_EQ(verdicts.slowLinks(0.5), 1);
 }
 
+// A slow host (every link into and out of host 2 slow), one rank per host. Its probes are
+// judged against the links that touch neither end's host: against the median of all links
+// (half of them host 2's) they would look barely slow. Once the data path confirmed one of
+// its links, its other links follow; in the slow-link case (only 0 -> 1) nothing spreads.
+TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
+  const std::vector<int> hosts = {0, 1, 2, 3};
+  auto probeHost = [](attrs::ClusterView& v, uint64_t t, int slowHost, int slowFrom, int slowTo) {
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (a != b)
+          setLink(v, a, b, "probe_gbps", a == slowHost || b == slowHost || (a == slowFrom && b == slowTo) ? 0.05 : 1.0, t);
+  };
+  OrderOptions o;
+  o.maxAgeNs = 5 * kSec;
+  {
+    attrs::ClusterView v;
+    probeHost(v, 1 * kSec, 2, -1, -1);
+    LinkCosts m = measureLinks(input(v, 4, 1 * kSec, hosts), o);
+    EXPECT_DOUBLE_EQ(m.probeSlowness[2 * 4 + 3], 20.0);  // against 0 <-> 1, not the median of all
+    EXPECT_DOUBLE_EQ(m.probeSlowness[0 * 4 + 1], 1.0);
+    LinkVerdicts verdicts;
+    verdicts.update(m, 1 * kSec, o.maxAgeNs);
+    EXPECT_EQ(verdicts.slowLinks(0.5), 0);  // probes alone: nothing
+    // The ring 0 1 2 3 measures 2 -> 3 and 1 -> 2 slow, twice.
+    for (uint64_t t : {2 * kSec, 3 * kSec}) {
+      setRingLinks(v, 4, 1, t);
+      setLink(v, 2, 3, "gbps", 0.05, t);
+      setLink(v, 1, 2, "gbps", 0.05, t);
+      verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+    }
+    // All six links of host 2 are slow now, the others are not.
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (a != b) EXPECT_EQ(verdicts.current().at(a, b) > 2, a == 2 || b == 2) << a << "->" << b;
+    // Healed: clean probes clear them all.
+    for (uint64_t t : {4 * kSec, 5 * kSec}) {
+      probeHost(v, t, -1, -1, -1);
+      verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+    }
+    EXPECT_EQ(verdicts.slowLinks(0.5), 0);
+  }
+  {
+    attrs::ClusterView v;
+    probeHost(v, 1 * kSec, -1, 0, 1);
+    LinkVerdicts verdicts;
+    for (uint64_t t : {2 * kSec, 3 * kSec}) {
+      setRingLinks(v, 4, 1, t);
+      setLink(v, 0, 1, "gbps", 0.05, t);
+      verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+    }
+    EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+    EXPECT_GT(verdicts.current().at(0, 1), 2);
+  }
+}
+
 // While a link stays slow, the ring in use stays when it is as good as the best one.
 TEST(AvoidSlowLinks, TheRingInUseStaysWhileItIsAsGood) {
   attrs::ClusterView v;
