@@ -8,7 +8,8 @@
 // messages wait in a queue ordered by ready time; a message whose link is
 // still busy goes back with the time the link frees up, so every link
 // carries messages one at a time in ready order and event times never go
-// backwards.
+// backwards. Ports (NICs) are links of their own that every message between
+// two ports also holds for its transfer time.
 #include "schedule/user/cost_model.h"
 
 #include <algorithm>
@@ -86,6 +87,7 @@ class Simulation {
   std::vector<uint32_t> waitLeft_;
   std::vector<char> queued_;
   std::map<std::pair<int, int>, LinkState> links_;
+  std::map<int, LinkState> sendPorts_, recvPorts_;  // by port id (LinkParams::portOf)
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> ready_;
   std::deque<int64_t> work_;
   size_t completedCount_ = 0;
@@ -210,8 +212,18 @@ void Simulation::completed(int64_t g) {
 void Simulation::deliver(const Pending& m) {
   const int64_t r = m.recvGid, s = sender_[r];
   LinkState& ls = links_[{rank_[s], rank_[r]}];
-  if (ls.freeAt > m.key) {  // the link is busy: try again when it frees up
-    ready_.push({ls.freeAt, r, ls.last});
+  // The link, and with ports the sender's and the receiver's NIC: when one is
+  // busy, try again when it frees up.
+  LinkState* busiest = &ls;
+  LinkState *sendPort = nullptr, *recvPort = nullptr;
+  if (!link_.portOf.empty() && link_.portOf[rank_[s]] != link_.portOf[rank_[r]]) {
+    sendPort = &sendPorts_[link_.portOf[rank_[s]]];
+    recvPort = &recvPorts_[link_.portOf[rank_[r]]];
+    for (LinkState* p : {sendPort, recvPort})
+      if (p->freeAt > busiest->freeAt) busiest = p;
+  }
+  if (busiest->freeAt > m.key) {
+    ready_.push({busiest->freeAt, r, busiest->last});
     return;
   }
   const size_t at = static_cast<size_t>(rank_[s]) * static_cast<size_t>(p_.nranks) + static_cast<size_t>(rank_[r]);
@@ -221,6 +233,11 @@ void Simulation::deliver(const Pending& m) {
   const double end = m.key + alpha + busy;
   ls.freeAt = m.key + busy;
   ls.last = {s, kSend};
+  for (LinkState* p : {sendPort, recvPort}) {
+    if (p == nullptr) continue;
+    p->freeAt = ls.freeAt;
+    p->last = ls.last;
+  }
   ls.bytes += static_cast<uint64_t>(size);
   ls.messages += 1;
   set(r, kRecv, end, m.cause);
@@ -308,6 +325,8 @@ Result<CostEstimate> estimateCost(const Program& program, size_t bytes, const Li
     for (double x : *v)
       if (!std::isfinite(x)) return invalidArgument("cost model: per-link values must be finite (got %g)", x);
   }
+  if (!link.portOf.empty() && link.portOf.size() != static_cast<size_t>(program.nranks))
+    return invalidArgument("cost model: ports need one id per rank (%d, got %zu)", program.nranks, link.portOf.size());
   TH_CHECK(checkStructure(program));
   TH_ASSIGN(std::vector<RankPlan> plans, analyzeProgram(program));
   Simulation sim(program, plans, bytes, link);

@@ -4,7 +4,8 @@
 // Model. Every message costs alpha + size / beta on its directed link
 // (from, to) - the defaults, or that link's own values when LinkParams has
 // per-link ones; a link carries one message at a time (channels share it), in
-// the order messages become ready. Copies and local reductions cost
+// the order messages become ready; with ports (LinkParams::portOf) a rank's
+// messages to and from other hosts also take turns on its host's NIC. Copies and local reductions cost
 // size / local_bandwidth (free when local_bandwidth is 0). Steps follow the
 // executor's rules (analysis.h): a step starts when the steps it waits for
 // are complete; its receive needs the previous receive of its stream done;
@@ -42,6 +43,13 @@ struct LinkParams {
   // `from`, column `to`; an entry <= 0 keeps the default. Empty: none.
   std::vector<double> linkGBps;
   std::vector<double> linkAlphaUs;
+  // Optional ports (NICs), one id per rank (e.g. its host): a message between
+  // ranks of different ports also occupies the sender's port and the
+  // receiver's port for its transfer time, so a port sends one message at a
+  // time and receives one at a time (full duplex) - a tree's interior rank
+  // sending to two children pays for both. Messages within a port use only
+  // their link. Empty: no ports, every link is independent.
+  std::vector<int> portOf;
 };
 
 struct LinkLoad {

@@ -67,6 +67,29 @@ TEST(CostModel, MessagesShareALinkAndStreamsKeepOrder) {
   EXPECT_EQ(two.value().criticalPath[1].step, 2u);
 }
 
+// Ports: rank 0 sends its block to ranks 1 and 2 on two links. Without ports both go at
+// once; with each rank on its own port (host) rank 0's NIC sends them one after the other;
+// ranks sharing a port (one host) exchange over their link only.
+TEST(CostModel, PortsSerialiseARanksMessagesToOtherHosts) {
+  Program p = program(Collective::kAllGather,
+                      {{copy(in(0), out(0)), send(1, in(0)), send(2, in(0), 1)},
+                       {copy(in(0), out(1)), recv(0, out(0))},
+                       {copy(in(0), out(2)), recv(0, out(0), 1)}},
+                      1, 0, false, 2);
+  auto free = estimateCost(p, kMiB, LinkParams{});
+  ASSERT_TRUE(free.isOk()) << free.status().message();
+  EXPECT_NEAR(free.value().timeUs, 5 + transferUs(kMiB), 1e-9);
+  LinkParams nics;
+  nics.portOf = {0, 1, 2};
+  auto ported = estimateCost(p, kMiB, nics);
+  ASSERT_TRUE(ported.isOk()) << ported.status().message();
+  EXPECT_NEAR(ported.value().timeUs, 5 + 2 * transferUs(kMiB), 1e-9);
+  nics.portOf = {0, 0, 0};
+  EXPECT_NEAR(estimateCost(p, kMiB, nics).value().timeUs, 5 + transferUs(kMiB), 1e-9);
+  nics.portOf = {0, 1};
+  EXPECT_FALSE(estimateCost(p, kMiB, nics).isOk());
+}
+
 TEST(CostModel, RingAllreduceMatchesTheClosedForm) {
   auto s = loadJsonSchedule(std::string(THESEUS_EXAMPLES_DIR) + "/ring_allreduce_8.json");
   ASSERT_TRUE(s.isOk()) << s.status().message();
