@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "policy/cost_estimator.h"
 #include "policy/decision_check.h"
 #include "policy/default_selector.h"
 #include "policy/ring_order.h"
@@ -158,6 +159,113 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
   return true;
 }
 
+// The options of a "fastest" rule for collective c: each candidate's first
+// usable schedule with its resolved parameters, once per root to try for
+// "root": "any" (every rank, or kAnyRoots of them spread evenly).
+constexpr int kAnyRoots = 16;
+constexpr double kKeepWithin = 1.10;  // the choice in use stays while predicted within 10% of the best
+constexpr int kMinSampleLog2 = 10, kMaxSampleLog2 = 30;  // sample sizes 1 KiB .. 1 GiB, powers of 4
+
+std::vector<Decision> fastestOptions(const Rule& r, const PolicyInput& in, const PolicySettings& settings,
+                                     OrderMemo& memo, schedule::Collective c, const AlgoFilter& filter) {
+  const int n = in.nranks;
+  std::vector<Decision> out;
+  for (const RuleUse& use : r.use.fastest) {
+    schedule::ScheduleParams params;
+    if (!resolveParams(use, in, settings, memo, c, r.minBytes, &params)) continue;
+    std::vector<schedule::ScheduleParams> variants;
+    if (use.root == RuleUse::Root::kAny) {
+      std::vector<int> base = params.order;
+      if (base.empty()) {
+        base.resize(n);
+        std::iota(base.begin(), base.end(), 0);
+      }
+      const int tries = std::min(n, kAnyRoots);
+      for (int i = 0; i < tries; ++i) {
+        schedule::ScheduleParams v = params;
+        v.order = rootedOrder(base, base[static_cast<size_t>(i) * n / tries]);
+        if (isIdentity(v.order)) v.order.clear();
+        variants.push_back(std::move(v));
+      }
+    } else {
+      variants.push_back(params);
+    }
+    for (const std::string& name : use.schedules) {
+      if (name == "default") {
+        Choice choice = defaultChoice({c, sizeClass(smallMessageBytes() + 1), n, in.nnodes()}, filter);
+        Decision d;
+        d.schedule = choice.schedule;
+        d.params = choice.params;
+        d.sliceBytes = use.sliceBytes;
+        out.push_back(std::move(d));
+        break;
+      }
+      if (!scheduleServes(name, c, n) || !filter.allows(c, name)) continue;
+      bool any = false;
+      for (const schedule::ScheduleParams& v : variants) {
+        if (!paramsUsable(name, c, n, v)) continue;
+        Decision d;
+        d.schedule = name;
+        d.params = v;
+        d.sliceBytes = use.sliceBytes;
+        out.push_back(std::move(d));
+        any = true;
+      }
+      if (any) break;
+    }
+  }
+  return out;
+}
+
+// A "fastest" rule's choices for collective c: (first size, decision) pieces,
+// from the predicted times at the sample sizes inside the rule's range (the
+// range's ends when no sample falls inside). Empty when no candidate is usable
+// or no time could be predicted.
+std::vector<std::pair<uint64_t, Decision>> fastestBySize(const Rule& r, const PolicyInput& in,
+                                                         const PolicySettings& settings, const std::string& policy,
+                                                         CostEstimator& estimator, OrderMemo& memo,
+                                                         schedule::Collective c, const AlgoFilter& filter) {
+  std::vector<std::pair<uint64_t, Decision>> pieces;
+  if (memo.costs == nullptr) return pieces;  // cannot happen: such rules make the policy track links
+  const std::vector<Decision> options = fastestOptions(r, in, settings, memo, c, filter);
+  if (options.empty()) return pieces;
+  std::vector<uint64_t> samples;
+  for (int k = kMinSampleLog2; k <= kMaxSampleLog2; k += 2) {
+    const uint64_t s = uint64_t(1) << k;
+    if (s >= r.minBytes && s <= r.maxBytes) samples.push_back(s);
+  }
+  if (samples.empty()) samples.push_back(std::max<uint64_t>(r.minBytes, 1));
+  const schedule::user::LinkParams link = verdictLinkModel(in, *memo.costs, settings.maxAgeNs);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const uint64_t bytes = samples[i];
+    const Decision* inUse = in.current != nullptr ? in.current->lookup(c, bytes) : nullptr;
+    const Decision* best = nullptr;
+    double bestUs = 0, inUseUs = -1;
+    for (const Decision& d : options) {
+      Result<double> t = estimator.timeUs(d.schedule, c, in.nranks, in.hostOf, d.params, bytes, link);
+      if (!t.isOk()) {
+        TH_INFO(log::kPolicy, "policy '%s': %s: no predicted time for %s: %s", policy.c_str(), r.label().c_str(),
+                d.toString().c_str(), t.status().message().c_str());
+        continue;
+      }
+      if (best == nullptr || t.value() < bestUs) {
+        best = &d;
+        bestUs = t.value();
+      }
+      if (inUse != nullptr && *inUse == d) inUseUs = t.value();
+    }
+    if (best == nullptr) continue;
+    Decision chosen = *best;
+    if (inUseUs >= 0 && inUseUs <= kKeepWithin * bestUs) chosen = *inUse;
+    chosen.why = r.label();
+    // Each sample's choice starts half-way (geometrically) after the previous sample.
+    const uint64_t from = pieces.empty() ? r.minBytes : samples[i - 1] * 2;
+    if (!pieces.empty() && pieces.back().second == chosen) continue;
+    pieces.emplace_back(pieces.empty() ? r.minBytes : from, std::move(chosen));
+  }
+  return pieces;
+}
+
 }  // namespace
 
 // The first rule (in order) that applies at each size, by a sweep over the cut
@@ -181,6 +289,7 @@ Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCo
       bool usable = false;
       bool isDefault = false;  // the static choice, resolved per piece
       Decision decision;
+      std::vector<std::pair<uint64_t, Decision>> bySize;  // a "fastest" rule's: (first size, decision)
     };
     std::vector<Candidate> cand(rules_.size());
     std::vector<std::pair<uint64_t, long>> events;  // (cut, +1 + index: enters; -(1 + index): leaves)
@@ -196,6 +305,11 @@ Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCo
       schedule::ScheduleParams params;
       if (!resolveParams(r.use, in, settings_, memo, c, r.minBytes, &params)) continue;
       Candidate& k = cand[i];
+      if (!r.use.fastest.empty()) {
+        k.bySize = fastestBySize(r, in, settings_, name_, estimator_, memo, c, filter);
+        k.usable = !k.bySize.empty();
+        for (const auto& piece : k.bySize) cuts.push_back(piece.first);
+      }
       for (const std::string& name : r.use.schedules) {
         if (name == "default") {
           k.isDefault = true;
@@ -230,6 +344,8 @@ Result<DecisionTable> JsonPolicy::buildTable(const PolicyInput& in, const LinkCo
       if (!active.empty()) {
         const Candidate& k = cand[*active.begin()];
         d = k.decision;
+        for (const auto& [from, choice] : k.bySize)
+          if (from <= lo) d = choice;
         if (k.isDefault) {
           Choice choice = defaultChoice({c, sizeClass(lo), n, nodes}, filter);
           d.schedule = choice.schedule;

@@ -14,9 +14,19 @@
 // schedule NCCL_ALGO allows). Pieces no rule claims get the static choice.
 // Neighbouring pieces with the same decision merge.
 //
-// Links. When a rule uses "order": "avoid_slow_links" or its condition counts
-// slow_links, every evaluation first updates the per-link verdicts
-// (ring_order.h) from the view; both use those verdicts.
+// Links. When a rule uses "order": "avoid_slow_links", "fastest" or its
+// condition counts slow_links, every evaluation first updates the per-link
+// verdicts (ring_order.h) from the view; all of them use those verdicts.
+//
+// Fastest. A rule whose use is {"fastest": [candidates]} decides per size: at
+// sample sizes (powers of 4 from 1 KiB to 1 GiB inside the rule's range) every
+// candidate's schedule, with its parameters resolved as for any rule, gets a
+// predicted time from the alpha-beta cost model over the verdicts' link model
+// (cost_estimator.h); "root": "any" makes every rank (up to 16 of them, evenly
+// spread, on larger communicators) a root to try. The lowest time wins; the
+// choice in use at that size stays while it is predicted within 10% of the
+// best (measurements scatter). Each choice covers the sizes up to half-way
+// (geometrically) to the next sample.
 //
 // Dwell. A table that differs from the current one is returned only when the
 // current one has been in effect for at least min_dwell_ms; before that the
@@ -30,6 +40,7 @@
 #include <vector>
 
 #include "policy/condition.h"
+#include "policy/cost_estimator.h"
 #include "policy/policy.h"
 #include "policy/ring_order.h"
 
@@ -46,7 +57,7 @@ struct PolicySettings {
 // What a rule chooses.
 struct RuleUse {
   enum class Order { kDefault, kIdentity, kExplicit, kAvoidSlowLinks, kByHost };
-  enum class Root { kNone, kRank, kStraggler };
+  enum class Root { kNone, kRank, kStraggler, kAny };  // kAny: only in `fastest` candidates
   std::vector<std::string> schedules;  // preference list; "default" = the static choice
   Order order = Order::kDefault;
   std::vector<int> explicitOrder;
@@ -56,6 +67,9 @@ struct RuleUse {
   std::optional<bool> bidirectional;
   int pipeline = 0;
   uint64_t sliceBytes = 0;
+  // "fastest": candidates (each a use of its own, without "fastest"); at every
+  // size the rule takes the one with the lowest predicted time (json_policy.cc).
+  std::vector<RuleUse> fastest;
 };
 
 struct Rule {
@@ -104,8 +118,9 @@ class JsonPolicy final : public Policy {
   std::string where_;
   PolicySettings settings_;
   std::vector<Rule> rules_;
-  bool usesLinks_ = false;  // a rule orders rings around slow links or counts slow_links
+  bool usesLinks_ = false;  // a rule orders rings around slow links, counts slow_links or predicts times
   LinkVerdicts verdicts_;
+  CostEstimator estimator_;  // `fastest` rules' programs
 };
 
 // "65536", "64K", "1M", "2G", "1T" (binary multiples), "inf", "$small_msg_bytes".

@@ -86,7 +86,8 @@ class JsonPolicyParser {
   Status parseRange(const Json& v, const std::string& rule, const std::string& path, int* min, int* max);
   Status parseCollectives(const Json& v, const std::string& rule, Rule* r);
   Status parseUse(const Json& v, const std::string& rule, Rule* r);
-  Status parseOrder(const Json& v, const std::string& rule, RuleUse* use);
+  Status parseOrder(const Json& v, const std::string& rule, const std::string& path, RuleUse* use);
+  Status parseUseObject(const Json& v, const std::string& rule, const std::string& path, bool candidate, RuleUse* out);
   Result<std::string> resolveSchedule(const std::string& name, const std::string& context);
   Status checkUseServes(const std::string& rule, bool listed, Rule* r);
 
@@ -220,8 +221,8 @@ Result<std::string> JsonPolicyParser::resolveSchedule(const std::string& name, c
               "files are written as \"file:path.json\")", name.c_str(), builtins.c_str());
 }
 
-Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, RuleUse* use) {
-  const std::string context = field(rule, "use.order");
+Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, const std::string& path, RuleUse* use) {
+  const std::string context = field(rule, path + ".order");
   if (v.is_string()) {
     std::string s = v.get<std::string>();
     if (s == "avoid_slow_links") use->order = RuleUse::Order::kAvoidSlowLinks;
@@ -235,7 +236,7 @@ Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, Rule
     return fail(context, "expected \"avoid_slow_links\", \"by_host\", \"identity\" or a non-empty array of ranks");
   std::vector<char> seen(v.size(), 0);
   for (size_t i = 0; i < v.size(); ++i) {
-    const std::string at = field(rule, "use.order[" + std::to_string(i) + "]");
+    const std::string at = field(rule, path + ".order[" + std::to_string(i) + "]");
     TH_ASSIGN(int64_t r, integer(v[i], 0, static_cast<int64_t>(v.size()) - 1, at));
     if (seen[r]++) return fail(at, "rank %lld appears twice (the order must be a permutation)", static_cast<long long>(r));
     use->explicitOrder.push_back(static_cast<int>(r));
@@ -244,11 +245,33 @@ Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, Rule
   return Status::ok();
 }
 
+constexpr size_t kMaxCandidates = 16;  // of a "fastest" use
+
 Status JsonPolicyParser::parseUse(const Json& v, const std::string& rule, Rule* r) {
-  RuleUse& use = r->use;
   const std::string context = field(rule, "use");
+  if (v.is_object() && v.contains("fastest")) {
+    TH_CHECK(checkKeys(v, {"fastest"}, context));
+    const Json& list = v["fastest"];
+    if (!list.is_array() || list.empty() || list.size() > kMaxCandidates)
+      return fail(field(rule, "use.fastest"), "expected an array of 1 to %zu candidates (each like a rule's use)",
+                  kMaxCandidates);
+    for (size_t i = 0; i < list.size(); ++i) {
+      RuleUse candidate;
+      TH_CHECK(parseUseObject(list[i], rule, "use.fastest[" + std::to_string(i) + "]", true, &candidate));
+      r->use.fastest.push_back(std::move(candidate));
+    }
+    return Status::ok();
+  }
+  return parseUseObject(v, rule, "use", false, &r->use);
+}
+
+Status JsonPolicyParser::parseUseObject(const Json& v, const std::string& rule, const std::string& path,
+                                        bool candidate, RuleUse* out) {
+  RuleUse& use = *out;
+  const std::string context = field(rule, path);
   Json obj = v.is_string() ? Json{{"schedule", v}} : v;
   if (!obj.is_object()) return fail(context, "expected a schedule name or an object with \"schedule\"");
+  if (candidate && obj.contains("fastest")) return fail(context, "a candidate cannot have candidates of its own");
   TH_CHECK(checkKeys(obj, {"schedule", "order", "root", "channels", "bidirectional", "pipeline", "slice_bytes"},
                      context));
   if (!obj.contains("schedule")) return fail(context, "field 'schedule' is missing");
@@ -259,49 +282,53 @@ Status JsonPolicyParser::parseUse(const Json& v, const std::string& rule, Rule* 
   } else if (s.is_array() && !s.empty()) {
     for (size_t i = 0; i < s.size(); ++i) {
       if (!s[i].is_string())
-        return fail(field(rule, "use.schedule[" + std::to_string(i) + "]"), "expected a schedule name (got %s)",
+        return fail(field(rule, path + ".schedule[" + std::to_string(i) + "]"), "expected a schedule name (got %s)",
                     s[i].dump().c_str());
       names.push_back(s[i].get<std::string>());
     }
   } else {
-    return fail(field(rule, "use.schedule"), "expected a schedule name or a non-empty array of names (got %s)",
+    return fail(field(rule, path + ".schedule"), "expected a schedule name or a non-empty array of names (got %s)",
                 s.dump().c_str());
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    const std::string at = field(rule, "use.schedule" + (s.is_array() ? "[" + std::to_string(i) + "]" : std::string()));
+    const std::string at = field(rule, path + ".schedule" + (s.is_array() ? "[" + std::to_string(i) + "]" : std::string()));
     TH_ASSIGN(std::string resolved, resolveSchedule(names[i], at));
     use.schedules.push_back(std::move(resolved));
   }
-  if (obj.contains("order")) TH_CHECK(parseOrder(obj["order"], rule, &use));
+  if (obj.contains("order")) TH_CHECK(parseOrder(obj["order"], rule, path, &use));
   if (obj.contains("root")) {
     const Json& root = obj["root"];
     if (root.is_string() && root.get<std::string>() == "straggler") {
       use.root = RuleUse::Root::kStraggler;
+    } else if (candidate && root.is_string() && root.get<std::string>() == "any") {
+      use.root = RuleUse::Root::kAny;
     } else {
       if (!root.is_number_integer())
-        return fail(field(rule, "use.root"), "expected a rank or \"straggler\" (got %s)", root.dump().c_str());
-      TH_ASSIGN(int64_t rank, integer(root, 0, INT32_MAX - 1, field(rule, "use.root")));
+        return fail(field(rule, path + ".root"), "expected a rank or \"straggler\"%s (got %s%s)",
+                    candidate ? " or \"any\"" : "", root.dump().c_str(),
+                    candidate ? "" : "; \"any\" only in a \"fastest\" candidate");
+      TH_ASSIGN(int64_t rank, integer(root, 0, INT32_MAX - 1, field(rule, path + ".root")));
       use.root = RuleUse::Root::kRank;
       use.rootRank = static_cast<int>(rank);
     }
   }
   if (obj.contains("channels")) {
-    TH_ASSIGN(int64_t c, integer(obj["channels"], 1, schedule::ScheduleParams::kMaxChannels, field(rule, "use.channels")));
+    TH_ASSIGN(int64_t c, integer(obj["channels"], 1, schedule::ScheduleParams::kMaxChannels, field(rule, path + ".channels")));
     use.channels = static_cast<int>(c);
   }
   if (obj.contains("bidirectional")) {
-    if (!obj["bidirectional"].is_boolean()) return fail(field(rule, "use.bidirectional"), "expected true or false");
+    if (!obj["bidirectional"].is_boolean()) return fail(field(rule, path + ".bidirectional"), "expected true or false");
     use.bidirectional = obj["bidirectional"].get<bool>();
   }
   if (obj.contains("pipeline")) {
     TH_ASSIGN(int64_t p, integer(obj["pipeline"], 1, schedule::ScheduleParams::kMaxPipelineChunks,
-                                 field(rule, "use.pipeline")));
+                                 field(rule, path + ".pipeline")));
     use.pipeline = static_cast<int>(p);
   }
   if (obj.contains("slice_bytes")) {
-    TH_ASSIGN(use.sliceBytes, size(obj["slice_bytes"], field(rule, "use.slice_bytes")));
+    TH_ASSIGN(use.sliceBytes, size(obj["slice_bytes"], field(rule, path + ".slice_bytes")));
     if (use.sliceBytes < 64 || use.sliceBytes > (uint64_t(1) << 30))
-      return fail(field(rule, "use.slice_bytes"), "%llu is outside 64 bytes..1G", (unsigned long long)use.sliceBytes);
+      return fail(field(rule, path + ".slice_bytes"), "%llu is outside 64 bytes..1G", (unsigned long long)use.sliceBytes);
   }
   return Status::ok();
 }
@@ -321,50 +348,56 @@ constexpr int kCheckRanks = 16;
 
 Status JsonPolicyParser::checkUseServes(const std::string& rule, bool listed, Rule* r) {
   const std::string context = field(rule, "use");
-  const RuleUse& use = r->use;
-  const int n = use.order == RuleUse::Order::kExplicit ? static_cast<int>(use.explicitOrder.size()) : 4;
-  const int generated = std::min(n, kCheckRanks);
+  std::vector<const RuleUse*> uses;
+  if (r->use.fastest.empty()) uses.push_back(&r->use);
+  for (const RuleUse& candidate : r->use.fastest) uses.push_back(&candidate);
   uint32_t served = 0;
   std::string why;
   for (schedule::Collective c : kCollectives) {
     const uint32_t bit = 1u << static_cast<unsigned>(c);
     if (!(r->collectives & bit)) continue;
-    for (const std::string& name : use.schedules) {
-      if (name == "default") {
-        served |= bit;
-        break;
-      }
-      if (!schedule::isBuiltin(name)) {
-        auto handle = schedule::user::processRegistry().find(name);
-        if (!handle.isOk()) return fail(field(rule, "use.schedule"), "%s", handle.status().message().c_str());
-        if (handle.value()->info().collectives & bit) {
+    for (size_t u = 0; u < uses.size() && !(served & bit); ++u) {
+      const RuleUse& use = *uses[u];
+      const std::string path = r->use.fastest.empty() ? "use" : "use.fastest[" + std::to_string(u) + "]";
+      const int n = use.order == RuleUse::Order::kExplicit ? static_cast<int>(use.explicitOrder.size()) : 4;
+      const int generated = std::min(n, kCheckRanks);
+      for (const std::string& name : use.schedules) {
+        if (name == "default") {
           served |= bit;
           break;
         }
-        continue;
+        if (!schedule::isBuiltin(name)) {
+          auto handle = schedule::user::processRegistry().find(name);
+          if (!handle.isOk()) return fail(field(rule, path + ".schedule"), "%s", handle.status().message().c_str());
+          if (handle.value()->info().collectives & bit) {
+            served |= bit;
+            break;
+          }
+          continue;
+        }
+        if (generated < n && !schedule::builtinSupports(name, c, n)) {
+          if (listed && why.empty())
+            why = name + " does not serve " + schedule::collectiveName(c) + " on " + std::to_string(n) + " ranks";
+          continue;
+        }
+        schedule::GenerateRequest req;
+        req.collective = c;
+        req.nranks = generated;
+        req.onlyRank = 0;
+        if (use.order != RuleUse::Order::kDefault || use.root == RuleUse::Root::kAny) {
+          req.params.order.resize(generated);
+          for (int i = 0; i < generated; ++i) req.params.order[i] = i;
+        }
+        if (use.channels) req.params.channels = use.channels;
+        req.params.bidirectional = use.bidirectional.value_or(false);
+        req.params.pipelineChunks = use.pipeline;
+        auto program = schedule::generateBuiltin(name, req);
+        if (program.isOk()) {
+          served |= bit;
+          break;
+        }
+        if (listed && why.empty()) why = program.status().message();
       }
-      if (generated < n && !schedule::builtinSupports(name, c, n)) {
-        if (listed && why.empty())
-          why = name + " does not serve " + schedule::collectiveName(c) + " on " + std::to_string(n) + " ranks";
-        continue;
-      }
-      schedule::GenerateRequest req;
-      req.collective = c;
-      req.nranks = generated;
-      req.onlyRank = 0;
-      if (use.order != RuleUse::Order::kDefault) {
-        req.params.order.resize(generated);
-        for (int i = 0; i < generated; ++i) req.params.order[i] = i;
-      }
-      if (use.channels) req.params.channels = use.channels;
-      req.params.bidirectional = use.bidirectional.value_or(false);
-      req.params.pipelineChunks = use.pipeline;
-      auto program = schedule::generateBuiltin(name, req);
-      if (program.isOk()) {
-        served |= bit;
-        break;
-      }
-      if (listed && why.empty()) why = program.status().message();
     }
     if (listed && !(served & bit))
       return fail(context, "no schedule of this rule serves %s%s%s", schedule::collectiveName(c),
@@ -418,12 +451,16 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
   }
   if (!v.contains("use")) return fail(context, "field 'use' is missing");
   TH_CHECK(parseUse(v["use"], context, r));
-  if (r->use.order == RuleUse::Order::kExplicit) {
-    int n = static_cast<int>(r->use.explicitOrder.size());
+  std::vector<std::pair<const RuleUse*, std::string>> uses = {{&r->use, "use"}};
+  for (size_t i = 0; i < r->use.fastest.size(); ++i)
+    uses.emplace_back(&r->use.fastest[i], "use.fastest[" + std::to_string(i) + "]");
+  for (const auto& [use, path] : uses) {
+    if (use->order != RuleUse::Order::kExplicit) continue;
+    int n = static_cast<int>(use->explicitOrder.size());
     r->minRanks = std::max(r->minRanks, n);
     r->maxRanks = std::min(r->maxRanks, n);
     if (r->minRanks > r->maxRanks)
-      return fail(field(context, "use.order"), "lists %d ranks, outside the rule's rank range", n);
+      return fail(field(context, path + ".order"), "lists %d ranks, outside the rule's rank range", n);
   }
   return checkUseServes(context, listed, r);
 }
@@ -469,8 +506,8 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& tex
   for (size_t i = 0; i < rules.size(); ++i) {
     Rule r;
     TH_CHECK(parseRule(rules[i], static_cast<int>(i), p->settings_, &r));
-    p->usesLinks_ = p->usesLinks_ || r.use.order == RuleUse::Order::kAvoidSlowLinks ||
-                    (r.when && r.when->usesSlowLinks());
+    bool avoids = r.use.order == RuleUse::Order::kAvoidSlowLinks || !r.use.fastest.empty();
+    p->usesLinks_ = p->usesLinks_ || avoids || (r.when && r.when->usesSlowLinks());
     p->rules_.push_back(std::move(r));
   }
   return p;

@@ -159,21 +159,6 @@ Status PluginPolicy::estimate(const PolicyInput& in, const std::string& name, co
     return invalidArgument("estimate_cost: schedule '%s' does not serve %s with %d ranks", name.c_str(),
                            schedule::collectiveName(c), n);
   TH_ASSIGN(schedule::ScheduleParams prm, schedule::ScheduleParams::parse(params));
-  std::string key = name + "|" + std::to_string(collective) + "|" + std::to_string(n) + "|" + prm.toString();
-  for (int h : in.hostOf) key += "," + std::to_string(h);
-  auto it = programs_.find(key);
-  if (it == programs_.end()) {
-    schedule::GenerateRequest req;
-    req.collective = c;
-    req.nranks = n;
-    req.params = prm;
-    req.hostOf = in.hostOf;
-    Result<schedule::Program> program = schedule::isBuiltin(name) ? schedule::generateBuiltin(name, req)
-                                                                   : schedule::user::generate(name, req);
-    if (!program.isOk()) return program.status().withContext("estimate_cost: " + name);
-    if (programs_.size() >= 256) programs_.clear();
-    it = programs_.emplace(key, std::make_shared<const schedule::Program>(program.take())).first;
-  }
   schedule::user::LinkParams link;
   link.alphaUs = model->alpha_us;
   link.betaGBps = model->beta_gbps;
@@ -181,10 +166,7 @@ Status PluginPolicy::estimate(const PolicyInput& in, const std::string& name, co
   const size_t links = static_cast<size_t>(n) * n;
   if (model->link_gbps) link.linkGBps.assign(model->link_gbps, model->link_gbps + links);
   if (model->link_alpha_us) link.linkAlphaUs.assign(model->link_alpha_us, model->link_alpha_us + links);
-  // The table measures the larger buffer; the cost model wants one block.
-  uint32_t blocks = std::max(schedule::inputBlocks(c, n), schedule::outputBlocks(c, n));
-  TH_ASSIGN(schedule::user::CostEstimate est, schedule::user::estimateCost(*it->second, bytes / blocks, link));
-  *timeUs = est.timeUs;
+  TH_ASSIGN(*timeUs, estimator_.timeUs(name, c, n, in.hostOf, prm, bytes, link));
   return Status::ok();
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "common/plugin_library.h"
+#include "policy/cost_estimator.h"
 #include "policy/policy.h"
 #include "schedule/ir.h"
 #include "theseus/policy_plugin.h"
@@ -54,8 +55,7 @@ class PluginPolicy final : public Policy {
   const theseusPolicyPlugin_v1_t* plugin_ = nullptr;
   void* context_ = nullptr;
   std::mutex mu_;  // one call into the plugin at a time
-  // Programs estimate_cost built, by "schedule|collective|params" (rank count and hosts are fixed per leader).
-  std::map<std::string, std::shared_ptr<const schedule::Program>> programs_;
+  CostEstimator estimator_;  // estimate_cost's programs
 };
 
 }  // namespace theseus::policy

@@ -11,6 +11,8 @@
 #include "common/log.h"
 
 namespace theseus::policy {
+
+
 namespace {
 
 constexpr double kHostEdge = 0.01;  // extra cost of a ring link between hosts (tie-breaker)
@@ -31,16 +33,6 @@ int parseRank(std::string_view s, int n) {
     v = v * 10 + (c - '0');
   }
   return v < n ? v : -1;
-}
-
-// link.<a>.<b>.<what> -> (a, b); false for other shapes.
-bool parseLink(const std::string& name, int n, int* a, int* b) {
-  size_t d1 = name.find('.'), d2 = name.find('.', d1 + 1), d3 = name.find('.', d2 + 1);
-  if (d1 == std::string::npos || d2 == std::string::npos || d3 == std::string::npos) return false;
-  std::string_view v(name);
-  *a = parseRank(v.substr(d1 + 1, d2 - d1 - 1), n);
-  *b = parseRank(v.substr(d2 + 1, d3 - d2 - 1), n);
-  return *a >= 0 && *b >= 0 && *a != *b;
 }
 
 // The fixed patterns this file aggregates over.
@@ -190,7 +182,7 @@ void probeSlowness(const PolicyInput& in, const OrderOptions& options, LinkCosts
   std::vector<Probe> probes;
   int a, b;
   in.view->forEach(probePattern(), in.nowNs, options.maxAgeNs, [&](const std::string& name, const attrs::ViewEntry& e) {
-    if (parseLink(name, n, &a, &b) && e.value > 0)
+    if (parseLinkName(name, n, &a, &b) && e.value > 0)
       probes.push_back({static_cast<size_t>(a) * n + b, e.value, e.timestampNs});
   });
   if (probes.empty()) return;
@@ -228,6 +220,15 @@ void probeSlowness(const PolicyInput& in, const OrderOptions& options, LinkCosts
 
 }  // namespace
 
+bool parseLinkName(const std::string& name, int n, int* a, int* b) {
+  size_t d1 = name.find('.'), d2 = name.find('.', d1 + 1), d3 = name.find('.', d2 + 1);
+  if (d1 == std::string::npos || d2 == std::string::npos || d3 == std::string::npos) return false;
+  std::string_view v(name);
+  *a = parseRank(v.substr(d1 + 1, d2 - d1 - 1), n);
+  *b = parseRank(v.substr(d2 + 1, d3 - d2 - 1), n);
+  return *a >= 0 && *b >= 0 && *a != *b;
+}
+
 LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
   const int n = in.nranks;
   LinkCosts c;
@@ -244,7 +245,7 @@ LinkCosts measureLinks(const PolicyInput& in, const OrderOptions& options) {
   int a, b;
   auto collect = [&](const attrs::Pattern& p, std::vector<double>& into) {
     view.forEach(p, now, age, [&](const std::string& name, const attrs::ViewEntry& e) {
-      if (!parseLink(name, n, &a, &b)) return;
+      if (!parseLinkName(name, n, &a, &b)) return;
       size_t k = static_cast<size_t>(a) * n + b;
       into[k] = e.value;
       c.measuredNs[k] = std::max(c.measuredNs[k], e.timestampNs);

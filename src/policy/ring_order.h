@@ -79,6 +79,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "policy/policy.h"
@@ -144,6 +145,9 @@ class LinkVerdicts {
   LinkCosts verdicts_;
   std::vector<State> state_;
 };
+
+// link.<a>.<b>.<what> -> (a, b) for ranks a != b below n; false for other names.
+bool parseLinkName(const std::string& name, int n, int* a, int* b);
 
 // Ranks grouped by host (host index order, ranks ascending inside a host).
 std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf);

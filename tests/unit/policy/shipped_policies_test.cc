@@ -6,7 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <set>
+
 #include "policy/default_selector.h"
+#include "schedule/builtins.h"
 #include "policy_test_util.h"
 
 namespace theseus::policy {
@@ -120,7 +123,7 @@ TEST_F(AdaptivePolicy, SlowLinkThenRecovery) {
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
     const Decision* d = t.lookup(c, 64 << 20);
     EXPECT_EQ(d->schedule, "ring");
-    EXPECT_EQ(d->why, "rule 3 'slow or penalised link: ring around it'");
+    EXPECT_EQ(d->why, "rule 3 'slow or penalised links: the fastest predicted of a ring around them and trees'");
     EXPECT_FALSE(ringUses(d->params.order, 4, 1, 2)) << d->toString();
   }
   EXPECT_TRUE(*t.lookup(Collective::kAllReduce, 1024) == *staticTable_.lookup(Collective::kAllReduce, 1024));
@@ -157,7 +160,7 @@ TEST_F(AdaptivePolicy, BottleneckInAPipeline) {
   const DecisionTable& t = tick();
   EXPECT_EQ(swaps_, 1);
   const Decision* d = t.lookup(Collective::kAllReduce, 16 << 20);
-  EXPECT_EQ(d->why, "rule 3 'slow or penalised link: ring around it'");
+  EXPECT_EQ(d->why, "rule 3 'slow or penalised links: the fastest predicted of a ring around them and trees'");
   EXPECT_FALSE(ringUses(d->params.order, 4, 1, 2)) << d->toString();
 }
 
@@ -179,6 +182,46 @@ TEST_F(AdaptivePolicy, OperatorPenaltyAndUnhealthyNic) {
   EXPECT_EQ(h.lookup(Collective::kAllReduce, 8)->schedule, "hierarchical");
   EXPECT_EQ(h.lookup(Collective::kAllGather, 1 << 30)->schedule, "hierarchical");
   EXPECT_NE(h.lookup(Collective::kReduceScatter, 1 << 30)->schedule, "hierarchical");
+}
+
+// A slow host (every link into and out of host 2 at a twentieth, probed; the ring measured
+// two of them): every ring passes through it, so allreduce takes the tree the cost model
+// predicts fastest, one in which rank 2 is a leaf (it sends to one peer only); allgather has
+// only the ring, which stays where it is.
+TEST_F(AdaptivePolicy, SlowHostBecomesATreeLeaf) {
+  const std::vector<int> hosts = {0, 1, 2, 3};
+  auto probe = [&](bool slowHost) {
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (a != b) setLink(view_, a, b, "probe_gbps", slowHost && (a == 2 || b == 2) ? 0.05 : 1.0, now_);
+  };
+  probe(false);
+  healthyLinks();
+  tick(4, hosts);
+  for (int i = 0; i < 4; ++i) {
+    probe(true);
+    setRingLinks(view_, 4, 1, now_);
+    setLink(view_, 2, 3, "gbps", 0.05, now_);
+    setLink(view_, 1, 2, "gbps", 0.05, now_);
+    tick(4, hosts);
+  }
+  EXPECT_EQ(swaps_, 1) << current_.describe();
+  const Decision* d = current_.lookup(Collective::kAllReduce, 16 << 20);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->schedule, "tree") << current_.describe();
+  schedule::GenerateRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = 4;
+  req.params = d->params;
+  auto program = schedule::generateBuiltin("tree", req);
+  ASSERT_TRUE(program.isOk()) << program.status().message();
+  std::set<int> peers;
+  for (const schedule::Step& s : program.value().ranks[2].steps)
+    if (s.sendPeer >= 0) peers.insert(s.sendPeer);
+  EXPECT_EQ(peers.size(), 1u) << d->toString();
+  EXPECT_EQ(current_.lookup(Collective::kAllGather, 16 << 20)->schedule, "ring");
+  // Small messages keep the static choice.
+  EXPECT_TRUE(*current_.lookup(Collective::kAllReduce, 1024) == *staticTable_.lookup(Collective::kAllReduce, 1024));
 }
 
 TEST_F(AdaptivePolicy, StragglerRootsAllreduceTrees) {
