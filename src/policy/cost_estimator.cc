@@ -48,7 +48,8 @@ Result<double> CostEstimator::timeUs(const std::string& name, schedule::Collecti
   return est.timeUs;
 }
 
-schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCosts& costs, uint64_t maxAgeNs) {
+schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCosts& costs, uint64_t maxAgeNs,
+                                            double slowRatio) {
   const int n = costs.nranks;
   const std::vector<int>& hostOf = costs.hostOf;
   std::vector<double> probes, between, within, latency;
@@ -65,6 +66,11 @@ schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCos
   collect("link.*.*.latency_us", [&](double v) { latency.push_back(v); });
   const double betweenGBps = probes.empty() ? median(between, kDefaultGBps) : median(probes, kDefaultGBps);
   const double withinGBps = median(within, betweenGBps);
+  // Every slow link at the median slowness of the slow links.
+  std::vector<double> slowOnes;
+  for (double s : costs.slowness)
+    if (s > 1.0 / slowRatio) slowOnes.push_back(s);
+  const double slowness = median(slowOnes, 1.0);
   schedule::user::LinkParams link;
   link.alphaUs = median(latency, kDefaultAlphaUs);
   link.betaGBps = betweenGBps;
@@ -75,7 +81,7 @@ schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCos
       if (x == y) continue;
       const bool sameHost = hostOf[x] == hostOf[y];
       severalHosts = severalHosts || !sameHost;
-      link.linkGBps[static_cast<size_t>(x) * n + y] = (sameHost ? withinGBps : betweenGBps) / std::max(costs.at(x, y), 1.0);
+      link.linkGBps[static_cast<size_t>(x) * n + y] = (sameHost ? withinGBps : betweenGBps) / (costs.at(x, y) > 1.0 / slowRatio ? slowness : 1.0);
     }
   }
   if (severalHosts) link.portOf = hostOf;

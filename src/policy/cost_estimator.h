@@ -38,9 +38,13 @@ class CostEstimator {
 // probes measure the path itself; a TCP sender's own throughput can be its
 // kernel buffer's), else of link.*.*.gbps between hosts; within a host the
 // median of link.*.*.gbps within hosts; 10 GB/s where nothing is measured.
-// Every link gets its usual bandwidth over its slowness (an unusable link a
-// thousandth); latency is the median link.*.*.latency_us (5 us by default);
+// Links that are not slow (ring_order.h) get their usual bandwidth, slow ones
+// that over the median slowness of all slow links: which links are slow is the
+// verdicts' finding, their magnitudes scatter (two measurements of one shaped
+// link 8x and 64x), and predictions that followed them would change choices
+// for nothing. Latency is the median link.*.*.latency_us (5 us by default);
 // with more than one host every host is a port (its NIC: cost_model.h).
-schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCosts& costs, uint64_t maxAgeNs);
+schedule::user::LinkParams verdictLinkModel(const PolicyInput& in, const LinkCosts& costs, uint64_t maxAgeNs,
+                                            double slowRatio);
 
 }  // namespace theseus::policy

@@ -235,7 +235,7 @@ std::vector<std::pair<uint64_t, Decision>> fastestBySize(const Rule& r, const Po
     if (s >= r.minBytes && s <= r.maxBytes) samples.push_back(s);
   }
   if (samples.empty()) samples.push_back(std::max<uint64_t>(r.minBytes, 1));
-  const schedule::user::LinkParams link = verdictLinkModel(in, *memo.costs, settings.maxAgeNs);
+  const schedule::user::LinkParams link = verdictLinkModel(in, *memo.costs, settings.maxAgeNs, settings.slowRatio);
   for (size_t i = 0; i < samples.size(); ++i) {
     const uint64_t bytes = samples[i];
     const Decision* inUse = in.current != nullptr ? in.current->lookup(c, bytes) : nullptr;

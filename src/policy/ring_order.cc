@@ -314,6 +314,7 @@ void LinkVerdicts::markSlow(size_t k, double slowness, uint64_t nowNs, const cha
           slowness, by, relapse ? ", again soon after it cleared" : "");
   verdicts_.slowness[k] = slowness;
   st.clean = 0;
+  st.spreadFrom = -1;
   if (relapse) st.relapses = std::min(st.relapses + 1, kMaxRelapses);
   st.clearedNs = 0;
 }
@@ -334,6 +335,21 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
   // or the data path leaning slow and the probe far past it.
   auto agrees = [&](double s, double p) {
     return (s > slow && p > fine) || (s > kLeaningFactor * slow && p > kLeaningProbeFactor * slow);
+  };
+  // Hosts with a slow link of their own (not a followed one) out of them / into them.
+  const int n = verdicts_.nranks;
+  std::vector<char> heldOut, heldIn;
+  for (size_t k = 0; k < links && verdicts_.hostOf.size() == static_cast<size_t>(n); ++k) {
+    const int x = static_cast<int>(k) / n, y = static_cast<int>(k) % n;
+    const int hx = verdicts_.hostOf[x], hy = verdicts_.hostOf[y];
+    if (hx < 0 || hy < 0 || hx == hy || !(verdicts_.slowness[k] > slow) || state_[k].spreadFrom >= 0) continue;
+    const size_t need = static_cast<size_t>(std::max(hx, hy)) + 1;
+    if (heldOut.size() < need) heldOut.resize(need, 0), heldIn.resize(need, 0);
+    heldOut[hx] = heldIn[hy] = 1;
+  }
+  auto held = [&](const State& st) {
+    const std::vector<char>& v = st.spreadOut ? heldOut : heldIn;
+    return st.spreadFrom >= 0 && static_cast<size_t>(st.spreadFrom) < v.size() && v[st.spreadFrom];
   };
   for (size_t k = 0; k < links; ++k) {
     State& st = state_[k];
@@ -372,7 +388,10 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
         const bool agree = agrees(s, p);
         st.agreeing = agree ? st.agreeing + 1 : 0;
         if (verdict > slow) {
-          if (agree) verdict = both;
+          if (agree) {
+            verdict = both;
+            st.spreadFrom = -1;  // measured slow itself
+          }
         } else if (agree && st.agreeing >= kAgreeSamples) {
           markSlow(k, both, nowNs, "data path and probe");
         } else {
@@ -392,7 +411,7 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
     // 4. Probes keep a slow verdict alive, or clear it after enough clean ones in a row.
     if (newProbe && verdict > slow) {
       st.aliveNs = std::max(st.aliveNs, st.probeNs);
-      if (!probeClean) {
+      if (!probeClean || held(st)) {
         st.clean = 0;
       } else if (++st.clean >= kConfirm << st.relapses) {
         TH_INFO(log::kPolicy, "link %zu->%zu: slow verdict (%.1fx) cleared by %d clean probe(s) in a row (probe %.2fx "
@@ -400,6 +419,7 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
         verdict = 1.0;
         st.clean = 0;
         st.clearedNs = nowNs;
+        st.spreadFrom = -1;
       }
       continue;
     }
@@ -437,7 +457,7 @@ void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs,
           if (hostOf[mine] != h || hostOf[other] == h || hostOf[other] < 0) continue;
           const size_t k = static_cast<size_t>(x) * n + y;
           links.push_back(k);
-          confirmed = confirmed || verdicts_.slowness[k] > slow;
+          confirmed = confirmed || (verdicts_.slowness[k] > slow && state_[k].spreadFrom < 0);
           allSlow = measured.probedNs[k] != 0 && state_[k].probeSlowness > fine;
         }
       }
@@ -448,6 +468,8 @@ void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs,
         snprintf(by, sizeof by, "probes of every link %s host %d agree with its slow link", out ? "out of" : "into", h);
         markSlow(k, state_[k].probeSlowness, nowNs, by);
         state_[k].aliveNs = std::max(state_[k].aliveNs, state_[k].probeNs);
+        state_[k].spreadFrom = h;
+        state_[k].spreadOut = out;
       }
     }
   }

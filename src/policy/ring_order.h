@@ -63,8 +63,11 @@
 // one, each would cost a swap to a schedule through the next. So when the data
 // path and probes made one link out of (into) host h slow and the latest
 // probes of all of h's other links out of (into) it are past the clean limit,
-// those links are made slow too, with their probes' slowness; probes keep and
-// clear them like any other verdict.
+// those links are made slow too, with their probes' slowness; probes keep them
+// and clear them like any other verdict, except that a followed verdict stays
+// while a link it followed is still slow: the probes compare a link with
+// other links, and the links a schedule around the slow host keeps busy probe
+// slow themselves, so the slow host's links can look as fast as those.
 //
 // avoid_slow_links. A ring of n ranks uses n directed links (both directions
 // of each when bidirectional). The order minimises the sum over its links of
@@ -139,6 +142,8 @@ class LinkVerdicts {
     int relapses = 0;
     double probeSlowness = 1;  // the latest probe's
     int agreeing = 0;          // data-path samples in a row that the probe agreed with
+    int spreadFrom = -1;       // a slow host's: the host whose confirmed slow link it follows; -1: its own
+    bool spreadOut = false;    // ... in the direction out of that host (else into it)
   };
   void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
   void spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio);

@@ -198,7 +198,7 @@ TEST_F(AdaptivePolicy, SlowHostBecomesATreeLeaf) {
   probe(false);
   healthyLinks();
   tick(4, hosts);
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     probe(true);
     setRingLinks(view_, 4, 1, now_);
     setLink(view_, 2, 3, "gbps", 0.05, now_);
