@@ -501,6 +501,22 @@ double ringCost(const LinkCosts& costs, const std::vector<int>& order, bool bidi
   return sum;
 }
 
+namespace {
+
+// Slow links the ring uses (both directions of each when bidirectional).
+int slowRingLinks(const LinkCosts& costs, const std::vector<int>& order, bool bidirectional, double slowRatio) {
+  int count = 0;
+  const size_t n = order.size();
+  for (size_t i = 0; i < n && n > 1; ++i) {
+    const int x = order[i], y = order[(i + 1) % n];
+    count += weight(costs.at(x, y), slowRatio) > 1.0;
+    if (bidirectional) count += weight(costs.at(y, x), slowRatio) > 1.0;
+  }
+  return count;
+}
+
+}  // namespace
+
 std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio,
                                      const std::vector<int>* preferred) {
   const int n = costs.nranks;
@@ -522,8 +538,10 @@ std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional,
     std::vector<bool> seen(n, false);
     bool permutation = true;
     for (int r : *preferred) permutation = permutation && r >= 0 && r < n && !seen[r] && (seen[r] = true);
-    if (permutation && ringCost(costs, *preferred, bidirectional, slowRatio) <=
-                           kStickyFactor * ringCost(costs, best, bidirectional, slowRatio) + kStickiness)
+    if (permutation && (ringCost(costs, *preferred, bidirectional, slowRatio) <=
+                            kStickyFactor * ringCost(costs, best, bidirectional, slowRatio) + kStickiness ||
+                        slowRingLinks(costs, *preferred, bidirectional, slowRatio) <=
+                            slowRingLinks(costs, best, bidirectional, slowRatio)))
       return *preferred;
   }
   return best;

@@ -160,7 +160,9 @@ std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf);
 // The ring order described above; `bidirectional` scores both directions of
 // every ring link. While some ring link is slow, `preferred` (the order in use)
 // is kept unless the best ring costs less than half of it (and half a healthy
-// link less): two measurements of the same slow links scatter that much.
+// link less) and uses fewer slow links: two measurements of the same slow
+// links scatter that much, and with a slow host every ring uses as many of its
+// slow links, of magnitudes that scatter far more.
 std::vector<int> avoidSlowLinksOrder(const LinkCosts& costs, bool bidirectional, double slowRatio,
                                      const std::vector<int>* preferred = nullptr);
 

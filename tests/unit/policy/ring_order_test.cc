@@ -302,6 +302,19 @@ TEST(AvoidSlowLinks, TheRingInUseStaysWhileItIsAsGood) {
   // Nonsense is ignored.
   std::vector<int> bad = {0, 0, 1, 2};
   EXPECT_EQ(avoidSlowLinksOrder(c, false, 0.5, &bad), best);
+  // A slow host: every ring uses one link out of rank 2 and one into it, their verdicts far
+  // apart (8x and 64x); the ring in use stays even though another one costs far less.
+  LinkCosts host = c;
+  std::fill(host.slowness.begin(), host.slowness.end(), 1.0);
+  for (int x = 0; x < 4; ++x) {
+    if (x == 2) continue;
+    host.slowness[2 * 4 + x] = x == 3 ? 64 : 8;
+    host.slowness[x * 4 + 2] = x == 1 ? 64 : 8;
+  }
+  std::vector<int> inUse = {0, 1, 2, 3};  // 1 -> 2 and 2 -> 3, both 64x
+  std::vector<int> cheapest = avoidSlowLinksOrder(host, false, 0.5);
+  ASSERT_LT(ringCost(host, cheapest, false, 0.5), ringCost(host, inUse, false, 0.5) / 2);
+  EXPECT_EQ(avoidSlowLinksOrder(host, false, 0.5, &inUse), inUse);
 }
 
 TEST(AvoidSlowLinks, HealthyClusterKeepsTheUsualRing) {
