@@ -408,20 +408,25 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
       st.aliveNs = std::max(st.aliveNs, st.probeNs);
       continue;
     }
-    // 4. Probes keep a slow verdict alive, or clear it after enough clean ones in a row.
+    // 4. Probes keep a slow verdict alive, or clear it after enough clean ones in a row (a
+    //    followed verdict once nothing holds it any more, also between its probes).
+    const bool heldBefore = held(st);
     if (newProbe && verdict > slow) {
       st.aliveNs = std::max(st.aliveNs, st.probeNs);
-      if (!probeClean || held(st)) {
-        st.clean = 0;
-      } else if (++st.clean >= kConfirm << st.relapses) {
+      if (!probeClean) st.clean = 0;
+      else ++st.clean;
+    }
+    if ((newProbe || st.spreadFrom >= 0) && verdict > slow) {
+      if (st.clean >= kConfirm << st.relapses && !heldBefore) {
         TH_INFO(log::kPolicy, "link %zu->%zu: slow verdict (%.1fx) cleared by %d clean probe(s) in a row (probe %.2fx "
-                "the median)", k / links1(verdicts_), k % links1(verdicts_), verdict, st.clean, st.probeSlowness);
+                "the reference)", k / links1(verdicts_), k % links1(verdicts_), verdict, st.clean, st.probeSlowness);
         verdict = 1.0;
         st.clean = 0;
         st.clearedNs = nowNs;
         st.spreadFrom = -1;
+        continue;
       }
-      continue;
+      if (newProbe) continue;
     }
     // 5. Nothing refreshed it for max_age_ms: a fresh chance.
     if (st.aliveNs != 0 && maxAgeNs != 0 && nowNs > st.aliveNs && nowNs - st.aliveNs > maxAgeNs) {

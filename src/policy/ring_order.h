@@ -65,7 +65,8 @@
 // probes of all of h's other links out of (into) it are past the clean limit,
 // those links are made slow too, with their probes' slowness; probes keep them
 // and clear them like any other verdict, except that a followed verdict stays
-// while a link it followed is still slow: the probes compare a link with
+// while a link it followed is still slow (its clean probes still count, so it
+// clears right after that link): the probes compare a link with
 // other links, and the links a schedule around the slow host keeps busy probe
 // slow themselves, so the slow host's links can look as fast as those.
 //
