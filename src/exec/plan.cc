@@ -15,6 +15,21 @@ std::string Plan::describe() const {
   return std::string(opName) + " #" + std::to_string(seq) + " [" + scheduleName + "] " + std::to_string(bytes) + " B";
 }
 
+Status wrongTagError(const Plan& plan, uint32_t step, int peer, uint32_t gotTag) {
+  return invalidUsage(
+      "%s: rank %d step %u received a message from rank %d that belongs to a different operation (tag %08x, "
+      "expected %08x): the ranks called different collectives, or one with another datatype, reduction, root or "
+      "count, or called collectives in a different order",
+      plan.describe().c_str(), plan.rank, step, peer, gotTag, plan.tag);
+}
+
+Status wrongSizeError(const Plan& plan, uint32_t step, int peer, size_t wantBytes, size_t gotBytes) {
+  return invalidUsage(
+      "%s: rank %d step %u expected %zu bytes from rank %d but received %zu: the ranks passed different counts or "
+      "datatypes",
+      plan.describe().c_str(), plan.rank, step, wantBytes, peer, gotBytes);
+}
+
 uint32_t roundsFor(size_t unitElems, uint32_t chunksPerBlock, size_t elemBytes, size_t sliceBytes) {
   size_t chunkElems = (unitElems + chunksPerBlock - 1) / chunksPerBlock;
   size_t perSlice = sliceBytes / elemBytes;

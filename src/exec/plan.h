@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/status.h"
 #include "device/memory_kind.h"
 #include "exec/reduce.h"
 #include "nccl.h"
@@ -139,5 +140,10 @@ struct Piece {
 };
 uint32_t piecesPerRound(const Plan& plan, const PlanStep& step);
 Piece pieceOf(const Plan& plan, const PlanStep& step, uint32_t round, uint32_t i);
+
+// The errors of a received message that does not belong to this plan, for every executor: a tag
+// other than the plan's (the ranks run different operations), or another size than the step expects.
+Status wrongTagError(const Plan& plan, uint32_t step, int peer, uint32_t gotTag);
+Status wrongSizeError(const Plan& plan, uint32_t step, int peer, size_t wantBytes, size_t gotBytes);
 
 }  // namespace theseus::exec

@@ -10,15 +10,8 @@ namespace {
 using schedule::Op;
 
 Status mismatch(const Plan& plan, const PlanStep& step, const transport::RecvMessage& m, size_t expect) {
-  if (m.tag != plan.tag)
-    return invalidUsage(
-        "%s: rank %d step %u received a message from rank %d that belongs to a different operation (tag %08x, "
-        "expected %08x): the ranks called different collectives, or in a different order",
-        plan.describe().c_str(), plan.rank, step.index, step.recvPeer, m.tag, plan.tag);
-  return invalidUsage(
-      "%s: rank %d step %u expected %zu bytes from rank %d but received %zu: the ranks passed different counts or "
-      "datatypes",
-      plan.describe().c_str(), plan.rank, step.index, expect, step.recvPeer, m.bytes);
+  if (m.tag != plan.tag) return wrongTagError(plan, step.index, step.recvPeer, m.tag);
+  return wrongSizeError(plan, step.index, step.recvPeer, expect, m.bytes);
 }
 
 inline size_t elems(const Plan& plan, size_t bytes) { return bytes / plan.elemBytes; }

@@ -137,15 +137,9 @@ Status failureStatus(const exec::Plan& p, const Plan& d) {
   const Failure& f = d.failure;
   switch (f.code) {
     case kWrongTag:
-      return invalidUsage("%s: rank %d step %u received a message from rank %d that belongs to a different operation "
-                          "(tag %08x, expected %08x): the ranks called different collectives, or in a different "
-                          "order",
-                          p.describe().c_str(), p.rank, f.step, f.peer, f.gotTag, p.tag);
+      return exec::wrongTagError(p, f.step, f.peer, f.gotTag);
     case kWrongSize:
-      return invalidUsage("%s: rank %d step %u expected %llu bytes from rank %d but received %llu: the ranks passed "
-                          "different counts or datatypes",
-                          p.describe().c_str(), p.rank, f.step, static_cast<unsigned long long>(f.wantBytes), f.peer,
-                          static_cast<unsigned long long>(f.gotBytes));
+      return exec::wrongSizeError(p, f.step, f.peer, static_cast<size_t>(f.wantBytes), static_cast<size_t>(f.gotBytes));
     case kBadScalar:
       return invalidArgument("%s: PreMulSum scalar of type %s is beyond 2^53 in magnitude; Theseus supports integer "
                              "scalars up to 2^53",

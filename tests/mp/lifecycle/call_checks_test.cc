@@ -1,7 +1,9 @@
 // Calls that cannot be right, caught on every rank (issue 14): sizes that do
 // not fit in bytes fail at once with ncclInvalidArgument, ranks that call a
-// collective inconsistently (count, datatype, root) all get an error instead of
-// a wrong result, and settings that must agree between ranks are checked at init.
+// collective inconsistently (collective, count, datatype, op, root) all get an
+// error instead of a wrong result, ranks that differ only in in-place-ness get
+// the right result (as with NVIDIA's library), and settings that must agree
+// between ranks are checked at init.
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,7 +68,7 @@ TEST(CallChecks, CountsWhoseBytesDoNotFitAreInvalidArguments) {
   EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
-// args[0]: which call differs on the last rank ("count", "type", "root"); args[1]: elements.
+// args[0]: which call differs on the last rank ("count", "type", "op", "collective", "allgather", "root"); args[1]: elements.
 THESEUS_RANK_FN(inconsistent_calls) {
   const std::string what = ctx.args.at(0);
   const size_t count = std::stoul(ctx.args.at(1));
@@ -80,6 +82,14 @@ THESEUS_RANK_FN(inconsistent_calls) {
     r = ncclAllReduce(buf.data(), buf.data(), odd ? count / 2 : count, ncclFloat, ncclSum, comm, nullptr);
   } else if (what == "type") {
     r = ncclAllReduce(buf.data(), buf.data(), count, odd ? ncclInt32 : ncclFloat, ncclSum, comm, nullptr);
+  } else if (what == "op") {
+    r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat, odd ? ncclMax : ncclSum, comm, nullptr);
+  } else if (what == "collective") {
+    // Same bytes on the wire per rank would not save it: a reduce-scatter is not an allreduce.
+    std::vector<float> out(count);
+    r = odd ? ncclReduceScatter(buf.data(), out.data(), count / static_cast<size_t>(ctx.nranks), ncclFloat, ncclSum,
+                                comm, nullptr)
+            : ncclAllReduce(buf.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr);
   } else if (what == "allgather") {
     std::vector<float> out(count * static_cast<size_t>(ctx.nranks));
     r = ncclAllGather(buf.data(), out.data(), odd ? count / 2 : count, ncclFloat, comm, nullptr);
@@ -111,6 +121,7 @@ THESEUS_RANK_FN(inconsistent_calls) {
     fprintf(stderr, "rank %d: %s mismatch returned success\n", ctx.rank, what.c_str());
     return 1;
   }
+  if (getenv("THESEUS_TEST_VERBOSE") != nullptr) fprintf(stderr, "rank %d: %s\n", ctx.rank, ncclGetLastError(comm));
   if (s > 20) {
     fprintf(stderr, "rank %d: the error took %.1f s: %s\n", ctx.rank, s, ncclGetLastError(comm));
     return 1;
@@ -135,6 +146,82 @@ TEST(CallChecks, MismatchedCountsFailOnEveryRank) {
 }
 
 TEST(CallChecks, MismatchedDatatypesFailOnEveryRank) { expectEveryRankFails("type", 1 << 16, 3); }
+
+TEST(CallChecks, MismatchedOpsFailOnEveryRank) {
+  expectEveryRankFails("op", 16, 3);
+  expectEveryRankFails("op", 1 << 18, 2);
+}
+
+TEST(CallChecks, MismatchedCollectivesFailOnEveryRank) {
+  expectEveryRankFails("collective", 48, 3);
+  expectEveryRankFails("collective", 3 << 18, 3);
+}
+
+// In-place-ness is each rank's own business in NVIDIA's library (sendbuff == recvbuff is a local
+// fact), so ranks that differ in it must get the right result, not an error: the odd ranks run
+// every collective in place, the others out of place, for each schedule that serves it.
+THESEUS_RANK_FN(mixed_in_place) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const size_t n = ctx.nranks;
+  const bool inPlace = ctx.rank % 2 == 1;
+  const int root = static_cast<int>(n) - 1;
+  for (size_t count : {size_t(5), size_t(70000)}) {
+    auto val = [&](size_t rank, size_t i) { return static_cast<float>((rank + 1) * 3 + i % 7); };
+    std::vector<float> big(count * n), in(count * n), out(count * n);
+    auto fill = [&](std::vector<float>& v, size_t elems) {
+      for (size_t i = 0; i < elems; ++i) v[i] = val(ctx.rank, i);
+    };
+    // allreduce
+    fill(in, count);
+    float* dst = inPlace ? in.data() : out.data();
+    RANK_NCCL(ncclAllReduce(in.data(), dst, count, ncclFloat, ncclSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (size_t r = 0; r < n; ++r) want += val(r, i);
+      RANK_CHECK(dst[i] == want);
+    }
+    // reduce-scatter: in place, the input is the whole buffer and the result lands in this rank's block
+    fill(in, count * n);
+    dst = inPlace ? in.data() + ctx.rank * count : out.data();
+    RANK_NCCL(ncclReduceScatter(in.data(), dst, count, ncclFloat, ncclSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (size_t r = 0; r < n; ++r) want += val(r, ctx.rank * count + i);
+      RANK_CHECK(dst[i] == want);
+    }
+    // allgather: in place, the input is this rank's block of the output
+    std::fill(big.begin(), big.end(), -1.0f);
+    float* src = inPlace ? big.data() + ctx.rank * count : in.data();
+    for (size_t i = 0; i < count; ++i) src[i] = val(ctx.rank, i);
+    RANK_NCCL(ncclAllGather(src, big.data(), count, ncclFloat, comm, nullptr));
+    for (size_t r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(big[r * count + i] == val(r, i));
+    // broadcast and reduce from the last rank
+    fill(in, count);
+    dst = inPlace ? in.data() : out.data();
+    RANK_NCCL(ncclBroadcast(in.data(), dst, count, ncclFloat, root, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(dst[i] == val(root, i));
+    fill(in, count);
+    RANK_NCCL(ncclReduce(in.data(), dst, count, ncclFloat, ncclMax, root, comm, nullptr));
+    if (ctx.rank == root)
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(dst[i] == val(n - 1, i));
+  }
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(CallChecks, RanksMayDifferInInPlaceness) {
+  for (const char* schedule : {"", "ring", "double_binary_tree", "recursive_doubling", "halving_doubling", "direct"}) {
+    for (int nranks : {2, 3, 4}) {
+      SpawnOptions o;
+      if (*schedule != 0) o.env["THESEUS_SCHEDULE"] = schedule;
+      o.env["THESEUS_STALL_TIMEOUT_MS"] = "20000";
+      auto r = runRanks("mixed_in_place", nranks, o);
+      EXPECT_TRUE(r.allOk()) << (*schedule ? schedule : "default") << " on " << nranks << " ranks: " << r.describe();
+    }
+  }
+}
 
 TEST(CallChecks, BroadcastWithDifferentRootsFailsOnEveryRank) {
   for (const char* schedule : {"ring", "double_binary_tree", "direct"}) {
