@@ -76,7 +76,7 @@ void ProbeSet::recordProbe(int peer, double gbps) {
 
 void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
   // Only the thread running this communicator's collectives records them.
-  collUs_.addExclusive(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
+  collUs_.addExclusive(static_cast<double>(ns) * 1e-3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
 }
 
 void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {

@@ -86,7 +86,6 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   std::vector<uint64_t> recentSizes() override { return memo_.recentSizes(); }
 
  private:
-  static constexpr uint32_t kP2pTag = 0x50325030;  // "P2P0": every point-to-point plan; collectives' tags avoid it
 
   exec::Plan* nextPlan();
   Status lowerCollective(const OpDesc& op, exec::Plan& plan);

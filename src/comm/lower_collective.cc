@@ -108,7 +108,7 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   plan.tag = static_cast<uint32_t>(
       mix64(seq ^ (uint64_t(c) << 56) ^ (uint64_t(op.type) << 48) ^ (uint64_t(opClass) << 40) ^
             (uint64_t(op.root) << 20) ^ mix64(static_cast<uint64_t>(op.count) + 0x9e3779b97f4a7c15ull)) >> 32);
-  if (plan.tag == kP2pTag) plan.tag ^= 1;
+  if (plan.tag == exec::kP2pTag) plan.tag ^= 1;
   if (red.divideAtEnd) {
     bool holdsResult = c == Collective::kAllReduce || c == Collective::kReduceScatter ||
                        (c == Collective::kReduce && comm_.rank() == op.root);

@@ -72,7 +72,7 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
     st.bytes = sb;
     plan.steps.push_back(st);
   }
-  plan.tag = kP2pTag;
+  plan.tag = exec::kP2pTag;
   plan.stream = n > 0 ? ops[0].stream : nullptr;
   plan.seq = seq_;
   plan.opName = "send/recv";

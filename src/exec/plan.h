@@ -81,6 +81,9 @@ struct PlanBuffer {
   cudaStream_t stream = nullptr;  // the stream of the operation it belongs to
 };
 
+// The tag of every point-to-point plan; collectives' tags avoid it (so a plan is p2p iff it carries it).
+inline constexpr uint32_t kP2pTag = 0x50325030;  // "P2P0"
+
 struct Plan {
   std::vector<PlanStep> steps;
   std::vector<uint32_t> preds;

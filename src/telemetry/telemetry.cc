@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <string_view>
 
 #include "attrs/probes.h"
 #include "common/deadline.h"
@@ -45,9 +44,10 @@ void Recorder::measureWaits(const exec::Plan& plan, CollectiveRecord& r) {
 }
 
 void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs) {
-  const bool p2p = plan.scheduleName != nullptr && std::string_view(plan.scheduleName) == "p2p";
+  const bool p2p = plan.tag == exec::kP2pTag;
   uint64_t n = written_.load(std::memory_order_relaxed);
-  CollectiveRecord& r = ring_[n % capacity_];
+  CollectiveRecord& r = ring_[nextSlot_];
+  if (++nextSlot_ == capacity_) nextSlot_ = 0;
   r.seq = plan.seq;
   r.op = plan.opName;
   r.schedule = plan.scheduleName;

@@ -96,6 +96,7 @@ class Recorder {
   std::unique_ptr<CollectiveRecord[]> ring_;
   size_t capacity_;
   std::atomic<uint64_t> written_{0};
+  size_t nextSlot_ = 0;  // written_ % capacity_, kept by the writer (no division per record)
   std::atomic<uint64_t> collectives_{0}, p2p_{0}, bytes_{0}, busyNs_{0};
   std::vector<uint64_t> lastWait_;   // executor thread: per peer, recvWaitNs at the last measurement
   // Per operation type: single writer (the executor thread), read by any.

@@ -179,6 +179,7 @@ TEST(Telemetry, RecordsInOrderAndCounters) {
   exec::Plan q;
   q.opName = "send/recv";
   q.scheduleName = "p2p";
+  q.tag = exec::kP2pTag;  // what makes a plan point-to-point (comm/lower_p2p.cc)
   q.bytes = 7;
   rec.onPlanDone(q, 5);
   auto c = rec.counters();
