@@ -48,6 +48,7 @@ struct PeerInfo {
   int pid = 0;
   int cudaDev = -1;
   uint64_t hostHash = 0;       // equal <=> same host (hostname, boot id, network namespace, or NCCL_HOSTID)
+  uint64_t machineHash = 0;    // equal <=> same kernel, so the same cores (host_identity.h)
   std::string hostname;
   std::string listenAddress;   // "ip:port" of this rank's listen socket for this communicator
 };

@@ -48,6 +48,8 @@ const HostIdentity& hostIdentity() {
       id.description = id.hostname + "|" + readFirstLine("/proc/sys/kernel/random/boot_id") + "|" + ns;
     }
     id.hash = hostHashOf(id.description);
+    const std::string bootId = readFirstLine("/proc/sys/kernel/random/boot_id");
+    id.machineHash = bootId.empty() ? id.hash : hostHashOf("boot|" + bootId);
   });
   return id;
 }

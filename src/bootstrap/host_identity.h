@@ -2,6 +2,11 @@
 // memory). The hash covers the hostname, the kernel's boot id and the network
 // namespace, so containers or namespaces on one machine count as different
 // hosts; NCCL_HOSTID replaces all three when set.
+//
+// Machine identity: ranks with equal machine hashes run on one kernel (its
+// boot id), so they share its cores whatever hosts they count as - network
+// namespaces or containers on one machine. Waiting strategies use it: a rank
+// that spins while its peer waits for the same core slows both down.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +16,7 @@ namespace theseus::bootstrap {
 
 struct HostIdentity {
   uint64_t hash = 0;
+  uint64_t machineHash = 0;  // the kernel's boot id (the host hash where it cannot be read)
   std::string hostname;
   std::string description;  // what went into the hash, for logs
 };

@@ -69,6 +69,7 @@ PeerInfo TcpBootstrap::selfInfo(int rank) const {
   p.pid = getpid();
   p.cudaDev = options_.cudaDev;
   p.hostHash = hostIdentity().hash;
+  p.machineHash = hostIdentity().machineHash;
   p.hostname = hostIdentity().hostname.substr(0, wire::kMaxHostnameBytes);
   p.listenAddress = listenAddr_.toString();
   return p;

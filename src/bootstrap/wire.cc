@@ -31,13 +31,14 @@ bool Reader::getStr(std::string* s, size_t maxBytes) {
 }
 
 void putPeer(Writer& w, const PeerInfo& p) {
-  w.put<int32_t>(p.rank).put<int32_t>(p.pid).put<int32_t>(p.cudaDev).put<uint64_t>(p.hostHash);
+  w.put<int32_t>(p.rank).put<int32_t>(p.pid).put<int32_t>(p.cudaDev).put<uint64_t>(p.hostHash).put<uint64_t>(
+      p.machineHash);
   w.putStr(p.hostname).putStr(p.listenAddress);
 }
 
 bool getPeer(Reader& r, PeerInfo* p) {
   int32_t rank, pid, dev;
-  if (!r.get(&rank) || !r.get(&pid) || !r.get(&dev) || !r.get(&p->hostHash)) return false;
+  if (!r.get(&rank) || !r.get(&pid) || !r.get(&dev) || !r.get(&p->hostHash) || !r.get(&p->machineHash)) return false;
   p->rank = rank;
   p->pid = pid;
   p->cudaDev = dev;

@@ -14,7 +14,8 @@ const IntKnob kStallTimeoutMs("THESEUS_STALL_TIMEOUT_MS", 600000,
                               "An operation that makes no progress for this long fails with an error naming the "
                               "peer and step it waits for (0 or negative: never)");
 const IntKnob kSpinIters("THESEUS_SPIN_ITERS", 2000,
-                         "Idle passes the executor spins before it sleeps on the transports' doorbell");
+                         "Idle passes the executor spins before it sleeps on the transports' doorbell (at most 16 when "
+                         "peers are reached over TCP and this machine's ranks outnumber its cores)");
 const IntKnob kSleepUs("THESEUS_IDLE_SLEEP_US", 1000, "Longest single sleep of an idle executor, in microseconds");
 
 constexpr uint32_t kMaxPiecesPerVisit = 16;
@@ -310,13 +311,15 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
   // very core (4 ranks on 2 cores, 8 B allreduce: 157 us spinning, ~15 us
   // yielding; futex sleeps cost tens of microseconds per wake-up there).
   const bool yieldIdle = oneManager && onlyManager != nullptr && onlyManager->sharesCores();
+  const int64_t passesBeforeSleep =
+      oneManager && onlyManager != nullptr ? onlyManager->idlePassesBeforeSleep(spinIters) : spinIters;
   int64_t idle = 0;
   // The clock is read only when idle: progress just marks that the stall
   // interval restarts at the next idle look.
   uint64_t lastProgressNs = nowNs(), lastHealthNs = 0, lastWaitNoteNs = 0;
   bool progressedSinceLook = false;
   for (;;) {
-    bool sleepy = idle >= spinIters && oneManager && onlyManager != nullptr;
+    bool sleepy = idle >= passesBeforeSleep && oneManager && onlyManager != nullptr;
     uint64_t token = sleepy ? onlyManager->activityToken() : 0;
     bool progressed = false;
     size_t live = 0;
@@ -343,7 +346,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
         if (!s.isOk()) return s.withContext(p.describe() + ": rank " + std::to_string(p.rank));
       }
     }
-    if (++idle < spinIters) {
+    if (++idle < passesBeforeSleep) {
       if (yieldIdle) sched_yield();
       else cpuRelax();
       continue;

@@ -70,6 +70,10 @@ class Backend {
   virtual DoorbellWord* doorbell() { return nullptr; }
   // Descriptors whose readiness means work (appended); false when it has none.
   virtual bool addPollFds(std::vector<struct pollfd>* fds) { (void)fds; return false; }
+  // True when the kernel wakes a waiter as soon as this backend's peers send (through its
+  // descriptors): a sleep then costs a wake-up, while an idle pass costs a system call per
+  // connection (TransportManager::idlePassesBeforeSleep).
+  virtual bool wakesThroughDescriptors() const { return false; }
   // "rank 3 channel 0, ..." for receive connections from `peers` still being set up.
   virtual std::string pendingReceives(const std::vector<int>& peers, int channels) {
     (void)peers;

@@ -62,9 +62,12 @@ class TransportManager {
   // Activity doorbell: take a token, check your conditions, then wait on the token.
   virtual uint64_t activityToken() const = 0;
   virtual void waitForActivity(uint64_t token, int64_t timeoutUs) = 0;
-  // True when this host's ranks outnumber its usable cores: an idle rank should
+  // True when the ranks on this machine (whatever hosts they count as) outnumber its usable cores: an idle rank should
   // give its core away (sched_yield) rather than spin on it.
   virtual bool sharesCores() const { return false; }
+  // How many idle passes an executor makes before it sleeps in waitForActivity, given the
+  // configured number (THESEUS_SPIN_ITERS).
+  virtual int64_t idlePassesBeforeSleep(int64_t configured) const { return configured; }
 
   // Counters per peer (index = rank), for attributes and telemetry.
   virtual PeerStats stats(int peer) const = 0;

@@ -34,6 +34,7 @@ class TransportManagerImpl final : public TransportManager {
   uint64_t activityToken() const override;
   void waitForActivity(uint64_t token, int64_t timeoutUs) override;
   bool sharesCores() const override { return sharesCores_; }
+  int64_t idlePassesBeforeSleep(int64_t configured) const override;
   PeerStats stats(int peer) const override;
   std::vector<std::pair<std::string, double>> setUpAttributes() const override;
   std::vector<std::pair<std::string, double>> liveAttributes() const override;
@@ -66,6 +67,7 @@ class TransportManagerImpl final : public TransportManager {
   int channels_ = 1;
   bool spin_ = false;
   bool sharesCores_ = false;
+  bool sleepEarly_ = false;  // see idlePassesBeforeSleep()
   uint64_t spinBudgetNs_ = 0;  // adaptive, see spinOnce()
   uint32_t spinProbe_ = 0;
 

@@ -28,6 +28,7 @@ class SocketBackend final : public Backend {
   Result<std::unique_ptr<SendConnection>> connectSend(int peer, int channel, ConnectionCounters* counters) override;
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters) override;
   bool addPollFds(std::vector<struct pollfd>* fds) override;
+  bool wakesThroughDescriptors() const override { return true; }
   std::string pendingReceives(const std::vector<int>& peers, int channels) override;
   std::string summary() const override { return std::to_string(peers_) + " over TCP"; }
 

@@ -64,7 +64,7 @@ int fakeJoin(const ncclUniqueId& id, int rank, int nranks) {
   j.nranks = nranks;
   j.idsHash = hashIds(&id, 1);
   j.root0Id.assign(id.internal, sizeof(id.internal));
-  j.peer = PeerInfo{rank, getpid(), 0, hostIdentity().hash, "fake", "127.0.0.1:1"};
+  j.peer = PeerInfo{rank, getpid(), 0, hostIdentity().hash, hostIdentity().machineHash, "fake", "127.0.0.1:1"};
   EXPECT_TRUE(wire::sendHello(fd, rootHello(id, rank), fiveSeconds(), "root").isOk());
   EXPECT_TRUE(wire::sendFrame(fd, wire::kJoin, wire::encodeRootJoin(j), fiveSeconds(), "root").isOk());
   return fd;

@@ -46,7 +46,7 @@ TEST(Wire, ReaderNeverReadsPastTheEnd) {
 }
 
 TEST(Wire, CodecsRoundTripAndValidate) {
-  PeerInfo p{3, 1234, 1, 0xabcdefull, "hostA", "10.0.0.1:5555"};
+  PeerInfo p{3, 1234, 1, 0xabcdefull, 0x1234ull, "hostA", "10.0.0.1:5555"};
   wire::RootJoin j;
   j.rank = 3;
   j.nranks = 8;
@@ -59,6 +59,7 @@ TEST(Wire, CodecsRoundTripAndValidate) {
   ASSERT_TRUE(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).isOk());
   EXPECT_EQ(back.peer.listenAddress, p.listenAddress);
   EXPECT_EQ(back.peer.hostHash, p.hostHash);
+  EXPECT_EQ(back.peer.machineHash, p.machineHash);
   j.rank = 9;  // out of range
   j.peer.rank = 9;
   EXPECT_EQ(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).code(), ncclRemoteError);
@@ -66,18 +67,19 @@ TEST(Wire, CodecsRoundTripAndValidate) {
 
   wire::Table t;
   t.nonce = 5;
-  for (int r = 0; r < 3; ++r) t.peers.push_back(PeerInfo{r, 10 + r, 0, 1, "h", "a:1"});
+  for (int r = 0; r < 3; ++r) t.peers.push_back(PeerInfo{r, 10 + r, 0, 1, 40u + r, "h", "a:1"});
   wire::Table tb;
   ASSERT_TRUE(wire::decodeTable(wire::encodeTable(t), 3, &tb).isOk());
   EXPECT_EQ(tb.nonce, 5u);
   EXPECT_EQ(tb.peers[2].pid, 12);
+  EXPECT_EQ(tb.peers[2].machineHash, 42u);
   EXPECT_FALSE(wire::decodeTable(wire::encodeTable(t), 4, &tb).isOk()) << "wrong rank count";
   t.peers[1].rank = 2;
   EXPECT_FALSE(wire::decodeTable(wire::encodeTable(t), 3, &tb).isOk()) << "entries out of order";
   std::string truncated = wire::encodeTable(t).substr(0, 20);
   EXPECT_FALSE(wire::decodeTable(truncated, 3, &tb).isOk());
 
-  wire::LinkJoin lj{1, 2, 77, PeerInfo{1, 1, 0, 1, "h", "a:1"}};
+  wire::LinkJoin lj{1, 2, 77, PeerInfo{1, 1, 0, 1, 2, "h", "a:1"}};
   wire::LinkJoin ljb;
   ASSERT_TRUE(wire::decodeLinkJoin(wire::encodeLinkJoin(lj), &ljb).isOk());
   EXPECT_EQ(ljb.commHash, 77u);
