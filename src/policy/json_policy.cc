@@ -166,6 +166,21 @@ constexpr int kAnyRoots = 16;
 constexpr double kKeepWithin = 1.10;  // the choice in use stays while predicted within 10% of the best
 constexpr int kMinSampleLog2 = 10, kMaxSampleLog2 = 30;  // sample sizes 1 KiB .. 1 GiB, powers of 4
 
+// "tree(order=1,2,3,0) predicted 1.93 ms at 64 MiB" (no size when `bytes` is 0).
+std::string predictionText(const Decision& d, double us, uint64_t bytes) {
+  char buf[96];
+  if (us >= 1e6) snprintf(buf, sizeof(buf), " %.3g s", us / 1e6);
+  else if (us >= 1e3) snprintf(buf, sizeof(buf), " %.3g ms", us / 1e3);
+  else snprintf(buf, sizeof(buf), " %.3g us", us);
+  std::string out = d.toString() + (bytes != 0 ? " predicted" : "") + buf;
+  if (bytes != 0) {
+    snprintf(buf, sizeof(buf), " at %llu %s", static_cast<unsigned long long>(bytes >= (1u << 20) ? bytes >> 20 : bytes >> 10),
+             bytes >= (1u << 20) ? "MiB" : "KiB");
+    out += buf;
+  }
+  return out;
+}
+
 std::vector<Decision> fastestOptions(const Rule& r, const PolicyInput& in, const PolicySettings& settings,
                                      OrderMemo& memo, schedule::Collective c, const AlgoFilter& filter) {
   const int n = in.nranks;
@@ -239,8 +254,8 @@ std::vector<std::pair<uint64_t, Decision>> fastestBySize(const Rule& r, const Po
   for (size_t i = 0; i < samples.size(); ++i) {
     const uint64_t bytes = samples[i];
     const Decision* inUse = in.current != nullptr ? in.current->lookup(c, bytes) : nullptr;
-    const Decision* best = nullptr;
-    double bestUs = 0, inUseUs = -1;
+    const Decision *best = nullptr, *second = nullptr;
+    double bestUs = 0, secondUs = 0, inUseUs = -1;
     for (const Decision& d : options) {
       Result<double> t = estimator.timeUs(d.schedule, c, in.nranks, in.hostOf, d.params, bytes, link);
       if (!t.isOk()) {
@@ -249,18 +264,30 @@ std::vector<std::pair<uint64_t, Decision>> fastestBySize(const Rule& r, const Po
         continue;
       }
       if (best == nullptr || t.value() < bestUs) {
+        second = best, secondUs = bestUs;
         best = &d;
         bestUs = t.value();
+      } else if (second == nullptr || t.value() < secondUs) {
+        second = &d, secondUs = t.value();
       }
       if (inUse != nullptr && *inUse == d) inUseUs = t.value();
+      TH_TRACE(log::kPolicy, "policy '%s': %s: %s", policy.c_str(), r.label().c_str(),
+               predictionText(d, t.value(), bytes).c_str());
     }
     if (best == nullptr) continue;
     Decision chosen = *best;
-    if (inUseUs >= 0 && inUseUs <= kKeepWithin * bestUs) chosen = *inUse;
-    chosen.why = r.label();
+    double chosenUs = bestUs;
+    if (inUseUs >= 0 && inUseUs <= kKeepWithin * bestUs) chosen = *inUse, chosenUs = inUseUs;
+    // The reason names the prediction that decided, so a decision log says why a tree won.
+    const Decision* other = chosen == *best ? second : best;
+    chosen.why = r.label() + ": " + predictionText(chosen, chosenUs, bytes) +
+                 (other != nullptr ? ", " + predictionText(*other, chosen == *best ? secondUs : bestUs, 0) : "");
     // Each sample's choice starts half-way (geometrically) after the previous sample.
     const uint64_t from = pieces.empty() ? r.minBytes : samples[i - 1] * 2;
-    if (!pieces.empty() && pieces.back().second == chosen) continue;
+    if (!pieces.empty() && pieces.back().second == chosen) {
+      pieces.back().second.why = std::move(chosen.why);  // a piece cites its largest sample
+      continue;
+    }
     pieces.emplace_back(pieces.empty() ? r.minBytes : from, std::move(chosen));
   }
   return pieces;

@@ -63,12 +63,16 @@
 // one, each would cost a swap to a schedule through the next. So when the data
 // path and probes made one link out of (into) host h slow and the latest
 // probes of all of h's other links out of (into) it are past the clean limit,
-// those links are made slow too, with their probes' slowness; probes keep them
-// and clear them like any other verdict, except that a followed verdict stays
-// while a link it followed is still slow (its clean probes still count, so it
-// clears right after that link): the probes compare a link with
+// those links are made slow too, with their probes' slowness - except links the
+// data path measures at the usual pace right now (a schedule keeps them busy,
+// and a probe competing with its data looks slow). Probes keep them and clear
+// them like any other verdict. Verdicts clear by host: a probed slow link whose
+// clean probes suffice waits while another probed slow link of one of its hosts
+// does not yet, so a slow host's links (found and followed) clear at one
+// evaluation and the policy returns in one swap; this also holds a followed
+// verdict while the link it followed is slow (the probes compare a link with
 // other links, and the links a schedule around the slow host keeps busy probe
-// slow themselves, so the slow host's links can look as fast as those.
+// slow themselves, so the slow host's links can look as fast as those).
 //
 // avoid_slow_links. A ring of n ranks uses n directed links (both directions
 // of each when bidirectional). The order minimises the sum over its links of
@@ -148,6 +152,7 @@ class LinkVerdicts {
   };
   void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
   void spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio);
+  void clearReadyVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio);
   LinkCosts verdicts_;
   std::vector<State> state_;
 };

@@ -224,7 +224,8 @@ TEST(LinkVerdicts, DataPathAndProbesCheckEachOther) {
 // A slow host (every link into and out of host 2 slow), one rank per host. Its probes are
 // judged against the links that touch neither end's host: against the median of all links
 // (half of them host 2's) they would look barely slow. Once the data path confirmed one of
-// its links, its other links follow; in the slow-link case (only 0 -> 1) nothing spreads.
+// its links, its other links follow, and all of them clear together; in the slow-link case
+// (only 0 -> 1) nothing spreads, nor to links the data path finds busy at the usual pace.
 TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
   const std::vector<int> hosts = {0, 1, 2, 3};
   auto probeHost = [](attrs::ClusterView& v, uint64_t t, int slowHost, int slowFrom, int slowTo) {
@@ -246,7 +247,7 @@ TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
     EXPECT_EQ(verdicts.slowLinks(0.5), 0);  // probes alone: nothing
     // The ring 0 1 2 3 measures 2 -> 3 and 1 -> 2 slow, twice.
     for (uint64_t t : {2 * kSec, 3 * kSec}) {
-      setRingLinks(v, 4, 1, t);
+      setRingForward(v, 4, 1, t);  // a ring measures the links it sends over
       setLink(v, 2, 3, "gbps", 0.05, t);
       setLink(v, 1, 2, "gbps", 0.05, t);
       verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
@@ -254,18 +255,22 @@ TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
     // All six links of host 2 are slow now, the others are not.
     for (int a = 0; a < 4; ++a)
       for (int b = 0; b < 4; ++b)
-        if (a != b) EXPECT_EQ(verdicts.current().at(a, b) > 2, a == 2 || b == 2) << a << "->" << b;
-    // Healed: clean probes clear the links the data path found; the links that followed them
-    // stay while those are slow.
-    for (uint64_t t : {4 * kSec, 5 * kSec}) {
-      probeHost(v, t, -1, -1, -1);
-      verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
-    }
-    EXPECT_EQ(verdicts.slowLinks(0.5), 4);
-    EXPECT_LT(verdicts.current().at(2, 3), 2);
-    EXPECT_LT(verdicts.current().at(1, 2), 2);
-    // Their clean probes counted meanwhile: the next evaluation clears them.
-    verdicts.update(measureLinks(input(v, 4, 5 * kSec + 1, hosts), o), 5 * kSec + 1, o.maxAgeNs);
+        if (a != b) {
+          EXPECT_EQ(verdicts.current().at(a, b) > 2, a == 2 || b == 2) << a << "->" << b;
+        }
+    // Healed: one clean probe each clears nothing; a second one on every link but 1 -> 2
+    // still clears nothing (the host's links clear together, so the policy returns in one
+    // swap); once 1 -> 2 has its second, all six clear at one evaluation.
+    probeHost(v, 4 * kSec, -1, -1, -1);
+    verdicts.update(measureLinks(input(v, 4, 4 * kSec, hosts), o), 4 * kSec, o.maxAgeNs);
+    EXPECT_EQ(verdicts.slowLinks(0.5), 6);
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (a != b && !(a == 1 && b == 2)) setLink(v, a, b, "probe_gbps", 1.0, 5 * kSec);
+    verdicts.update(measureLinks(input(v, 4, 5 * kSec, hosts), o), 5 * kSec, o.maxAgeNs);
+    EXPECT_EQ(verdicts.slowLinks(0.5), 6);
+    setLink(v, 1, 2, "probe_gbps", 1.0, 5 * kSec + 1);
+    verdicts.update(measureLinks(input(v, 4, 5 * kSec + 2, hosts), o), 5 * kSec + 2, o.maxAgeNs);
     EXPECT_EQ(verdicts.slowLinks(0.5), 0);
   }
   {
@@ -278,6 +283,30 @@ TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
       verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
     }
     EXPECT_EQ(verdicts.slowLinks(0.5), 1);
+    EXPECT_GT(verdicts.current().at(0, 1), 2);
+  }
+  {
+    // One slow link 0 -> 1, avoided by the ring 0 3 2 1, whose links out of host 0 (0 -> 3)
+    // and into host 1 (2 -> 1) carry its data at the usual pace. Their probes compete with
+    // that data and look slow, as do those of 0 -> 2 and 3 -> 1: the busy links do not
+    // follow 0 -> 1 (the data path measures them), the idle ones may.
+    attrs::ClusterView v;
+    probeHost(v, 1 * kSec, -1, 0, 1);
+    LinkVerdicts verdicts;
+    for (uint64_t t : {2 * kSec, 3 * kSec}) {
+      setRingLinks(v, 4, 1, t);
+      setLink(v, 0, 1, "gbps", 0.05, t);
+      verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+    }
+    ASSERT_EQ(verdicts.slowLinks(0.5), 1);
+    const uint64_t t = 4 * kSec;
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (a != b) setLink(v, a, b, "probe_gbps", a == 0 || b == 1 ? 0.1 : 1.0, t);
+    for (auto [a, b] : {std::pair{0, 3}, {3, 2}, {2, 1}, {1, 0}}) setLink(v, a, b, "gbps", 1, t);
+    verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+    EXPECT_LT(verdicts.current().at(0, 3), 2) << "a busy link of the ring in use followed 0 -> 1";
+    EXPECT_LT(verdicts.current().at(2, 1), 2) << "a busy link of the ring in use followed 0 -> 1";
     EXPECT_GT(verdicts.current().at(0, 1), 2);
   }
 }
