@@ -134,11 +134,26 @@ bool LinkProber::probeOnce(Target& t) {
   if (spread) gbps = double(ans.spreadBytes) / double(ans.spreadNs);
   else if (whole > 0) gbps = double(t.bytes) / double(whole);
   o_.probes->recordProbe(t.peer, gbps);
+  t.gbps = gbps;
   const uint64_t target = std::max<uint64_t>(o_.intervalNs / 200, 1);
   const uint64_t took = spread ? ans.spreadNs : 0;
   if (took < target / 2 && t.bytes < kMaxBytes) t.bytes *= 2;
   else if (took > 2 * target && t.bytes > kMinBytes) t.bytes /= 2;
   return true;
+}
+
+uint64_t LinkProber::nextProbeDelayNs(double gbps, const std::vector<double>& others, int* slowClass,
+                                      uint64_t intervalNs) {
+  constexpr double kSlowShare = 0.25;  // the leader's clean limit at slow_link_ratio 0.5
+  std::vector<double> known;
+  for (double g : others)
+    if (g > 0) known.push_back(g);
+  if (known.empty() || gbps < 0) return intervalNs;
+  std::nth_element(known.begin(), known.begin() + known.size() / 2, known.end());
+  const int slow = gbps < kSlowShare * known[known.size() / 2] ? 1 : 0;
+  const bool changed = *slowClass >= 0 && slow != *slowClass;
+  *slowClass = slow;
+  return changed ? intervalNs / 4 : intervalNs;
 }
 
 // Connects to every rank on another host, then probes them in turn.
@@ -165,7 +180,11 @@ void LinkProber::senderLoop() {
                                  [](const Target& a, const Target& b) { return a.dueNs < b.dueNs; });
     if (!sleepUntil(next->dueNs)) break;
     if (probeOnce(*next)) {
-      next->dueNs = std::max(next->dueNs + o_.intervalNs, nowNs());
+      std::vector<double> others;
+      for (const Target& o : targets)
+        if (&o != &*next) others.push_back(o.gbps);
+      const uint64_t delay = nextProbeDelayNs(next->gbps, others, &next->slow, o_.intervalNs);
+      next->dueNs = delay < o_.intervalNs ? nowNs() + delay : std::max(next->dueNs + o_.intervalNs, nowNs());
       continue;
     }
     close(next->fd);

@@ -20,6 +20,12 @@
 //     and the last read); payload over spread is published as
 //     link.<me>.<peer>.probe_gbps (attrs/probes.h);
 //   * the server reads every probe sent to this rank and answers it.
+// A probe that changes a link's class - below a quarter of the median of this
+// rank's latest probes of its other links, or not - is confirmed by another
+// after a quarter of the interval: the leader needs two clean probes in a row
+// to clear a slow verdict (and slow ones to let a host's links follow), so a
+// link that just healed is back in about an interval instead of two, at the
+// cost of one extra probe per change.
 // The payload adapts per link so that a bulk transfer lasts about 1/200 of the
 // interval (doubling or halving between 256 KiB and 1 MiB): about 0.5% of the
 // time of a link between ~0.2 and ~0.8 GB/s, and little CPU on faster ones.
@@ -69,6 +75,11 @@ class LinkProber {
     uint64_t intervalNs = 0;
   };
 
+  // How long after a probe of `gbps` the link is probed again: a quarter of `intervalNs` when
+  // the probe changed the link's class against the median of `others` (the latest probes of
+  // this rank's other links; *slowClass: the class before, -1 unknown, updated), else intervalNs.
+  static uint64_t nextProbeDelayNs(double gbps, const std::vector<double>& others, int* slowClass,
+                                   uint64_t intervalNs);
   // THESEUS_LINK_PROBE_MS in ns (0: probes off).
   static uint64_t configuredIntervalNs();
   // Whether `o` has any link to probe (some rank on another host).
@@ -88,6 +99,8 @@ class LinkProber {
     int fd = -1;
     size_t bytes = 256 << 10;
     uint64_t dueNs = 0;
+    double gbps = -1;   // the latest probe's throughput (-1: none yet)
+    int slow = -1;      // whether it was below kSlowShare of this rank's other links (-1: unknown)
   };
   void senderLoop();
   void serverLoop();

@@ -350,6 +350,7 @@ void LinkVerdicts::update(const LinkCosts& measured, uint64_t nowNs, uint64_t ma
       newProbe = true;
       st.probeNs = measured.probedNs[k];
       st.probeSlowness = measured.probeSlowness[k];
+      st.slowProbes = st.probeSlowness > fine ? st.slowProbes + 1 : 0;
     }
     const bool hasProbes = probed && measured.probedNs[k] != 0;  // a probe within max_age_ms
     const bool probeClean = hasProbes && !(st.probeSlowness > fine);
@@ -459,6 +460,8 @@ void LinkVerdicts::clearReadyVerdicts(const LinkCosts& measured, uint64_t nowNs,
 // schedule moves over it (after a swap around one slow link 0 -> 1, the new
 // ring's links out of host 0 and into host 1 probed 6-8x slow while they
 // carried 0.3 GB/s, and following them made a tree look faster than the ring).
+// Nor does a link on one slow probe: kFollowProbes in a row give the data path
+// time to measure the links a swap just started using.
 void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio) {
   const int n = verdicts_.nranks;
   const std::vector<int>& hostOf = verdicts_.hostOf;
@@ -476,7 +479,8 @@ void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs,
           const size_t k = static_cast<size_t>(x) * n + y;
           links.push_back(k);
           confirmed = confirmed || (verdicts_.slowness[k] > slow && state_[k].spreadFrom < 0);
-          allSlow = measured.probedNs[k] != 0 && state_[k].probeSlowness > fine;
+          allSlow = measured.probedNs[k] != 0 && state_[k].probeSlowness > fine &&
+                    (verdicts_.slowness[k] > slow || state_[k].slowProbes >= kFollowProbes);
         }
       }
       if (!confirmed || !allSlow || links.size() < 2) continue;

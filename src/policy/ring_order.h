@@ -130,6 +130,7 @@ class LinkVerdicts {
   static constexpr double kLeaningFactor = 0.75;            // data path this close to "slow" ...
   static constexpr double kLeaningProbeFactor = 8;          // ... and a probe this far past it
   static constexpr int kAgreeSamples = 2;                   // data-path samples in a row that agree
+  static constexpr int kFollowProbes = 2;                   // slow probes in a row before a link follows its host
 
   void update(const LinkCosts& measured, uint64_t nowNs, uint64_t maxAgeNs, double slowRatio = 0.5);
   const LinkCosts& current() const { return verdicts_; }
@@ -146,6 +147,7 @@ class LinkVerdicts {
     int clean = 0;           // clean probes in a row
     int relapses = 0;
     double probeSlowness = 1;  // the latest probe's
+    int slowProbes = 0;        // probes in a row past the clean limit
     int agreeing = 0;          // data-path samples in a row that the probe agreed with
     int spreadFrom = -1;       // a slow host's: the host whose confirmed slow link it follows; -1: its own
     bool spreadOut = false;    // ... in the direction out of that host (else into it)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "epoch/decision_log.h"
+#include "epoch/link_prober.h"
 #include "epoch/test_tables.h"
 #include "exec/plan.h"
 #include "schedule/builtins.h"
@@ -194,6 +195,27 @@ TEST(Telemetry, RecordsInOrderAndCounters) {
   EXPECT_EQ(r.front().waitPeer, -1);
   EXPECT_NE(telemetry::Recorder::describe(r.front()).find("[ring]"), std::string::npos);
   EXPECT_EQ(rec.recent(3).size(), 3u);
+}
+
+// A probe that changes a link's class (below a quarter of the median of the other links'
+// latest probes, or not) is confirmed after a quarter of the interval; otherwise the next
+// probe comes an interval later.
+TEST(LinkProber, AProbeThatChangesALinksClassIsConfirmedSoon) {
+  const uint64_t interval = 500'000'000;
+  const std::vector<double> others = {1.0, 1.2, -1, 0.9};  // -1: not probed yet
+  int cls = -1;
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(1.1, others, &cls, interval), interval);  // first: no change
+  EXPECT_EQ(cls, 0);
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(0.9, others, &cls, interval), interval);
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(0.05, others, &cls, interval), interval / 4);  // turned slow
+  EXPECT_EQ(cls, 1);
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(0.04, others, &cls, interval), interval);  // still slow
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(0.8, others, &cls, interval), interval / 4);  // healed
+  EXPECT_EQ(cls, 0);
+  // Nothing to compare with: the usual interval, the class unknown.
+  int unknown = -1;
+  EXPECT_EQ(epoch::LinkProber::nextProbeDelayNs(0.05, {-1, -1}, &unknown, interval), interval);
+  EXPECT_EQ(unknown, -1);
 }
 
 }  // namespace

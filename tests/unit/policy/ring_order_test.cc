@@ -245,12 +245,16 @@ TEST(LinkVerdicts, ASlowHostsLinksFollowTheOneTheDataPathFound) {
     LinkVerdicts verdicts;
     verdicts.update(m, 1 * kSec, o.maxAgeNs);
     EXPECT_EQ(verdicts.slowLinks(0.5), 0);  // probes alone: nothing
-    // The ring 0 1 2 3 measures 2 -> 3 and 1 -> 2 slow, twice.
+    // The ring 0 1 2 3 measures 2 -> 3 and 1 -> 2 slow, twice (with a probe after each): the
+    // data path and probes agree on those two; the other four links of host 2 follow once
+    // their second slow probe in a row came in.
     for (uint64_t t : {2 * kSec, 3 * kSec}) {
       setRingForward(v, 4, 1, t);  // a ring measures the links it sends over
       setLink(v, 2, 3, "gbps", 0.05, t);
       setLink(v, 1, 2, "gbps", 0.05, t);
       verdicts.update(measureLinks(input(v, 4, t, hosts), o), t, o.maxAgeNs);
+      probeHost(v, t + 1, 2, -1, -1);
+      verdicts.update(measureLinks(input(v, 4, t + 1, hosts), o), t + 1, o.maxAgeNs);
     }
     // All six links of host 2 are slow now, the others are not.
     for (int a = 0; a < 4; ++a)
