@@ -76,7 +76,14 @@ void ProbeSet::recordProbe(int peer, double gbps) {
 
 void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
   // Only the thread running this communicator's collectives records them.
-  collUs_.addExclusive(static_cast<double>(ns) / 1e3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
+  const uint64_t end = nowNsHint != 0 ? nowNsHint : nowNs();
+  collUs_.addExclusive(static_cast<double>(ns) / 1e3, weight_, end);
+  // The time since the previous collective ended: what the rank did outside the library before
+  // this one started (collectives of one group overlap: no sample).
+  const uint64_t start = end > ns ? end - ns : 0;
+  if (lastEndNs_ != 0 && start >= lastEndNs_)
+    idleUs_.addExclusive(static_cast<double>(start - lastEndNs_) / 1e3, weight_, end);
+  lastEndNs_ = end;
 }
 
 void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {
@@ -159,6 +166,7 @@ size_t ProbeSet::publish(AttributeStore& store) {
     n += publishOne(store, slot.probeGbps, &seen.probeGbps, link + "probe_gbps");
   }
   n += publishOne(store, collUs_, &publishedColl_, "rank." + me + ".coll_us");
+  n += publishOne(store, idleUs_, &publishedIdle_, "rank." + me + ".idle_us");
   return n;
 }
 

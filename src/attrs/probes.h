@@ -13,6 +13,9 @@
 //   link.<peer>.<me>.bottleneck   fraction of time this rank waited for peer's data
 //   rank.<peer>.wait_us           how long this rank waited for peer's data per collective
 //   rank.<me>.coll_us             this rank's time per collective
+//   rank.<me>.idle_us             this rank's time between the end of one collective
+//                                 and the start of the next (outside the library:
+//                                 its compute; a rank that arrives late has more)
 //   link.<me>.<peer>.probe_gbps   throughput of the latest active probe me -> peer
 //                                 (epoch/link_prober.h: measured whether or not a
 //                                 schedule uses the link; each probe is its own
@@ -116,9 +119,12 @@ class ProbeSet {
   double weight_;
   std::unique_ptr<PeerSlot[]> peers_;
   Ewma collUs_;
+  Ewma idleUs_;
+  uint64_t lastEndNs_ = 0;  // the collective thread's: when its previous collective ended
   // Publisher-side state (one publisher at a time).
   std::vector<Published> published_;
   uint64_t publishedColl_ = 0;
+  uint64_t publishedIdle_ = 0;
   std::vector<Observed> observed_;
 };
 

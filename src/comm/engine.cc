@@ -74,6 +74,7 @@ Engine::Engine(Communicator& comm)
       failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
+  flight_.attach({hostOf_, &comm.attributes(), comm.transports()});
 }
 
 Engine::~Engine() { shutdown(); }

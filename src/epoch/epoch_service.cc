@@ -340,6 +340,9 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
     auto t = policy::DecisionTable::deserialize(initialTable);
     if (t.isOk()) s.leader->setCommitted(t.value());
     s.committedAtNs = nowNs();
+    s.doctorIntervalMs = doctor::LiveDoctor::configuredIntervalMs();
+    if (s.doctorIntervalMs > 0) s.doctor = std::make_unique<doctor::LiveDoctor>(
+        doctor::Placement{s.nranks, s.hostOf, s.hostNames});
   }
   std::weak_ptr<Shared> weak = shared_;
   boot.setHandler(bootstrap::MsgType::kEpoch, [weak](int from, std::string_view payload) {

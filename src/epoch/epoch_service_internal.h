@@ -13,6 +13,7 @@
 #include "attrs/cluster_view.h"
 #include "attrs/external_attributes.h"
 #include "attrs/host_probes.h"
+#include "doctor/live_doctor.h"
 #include "epoch/epoch_leader.h"
 #include "epoch/epoch_service.h"
 #include "policy/policy.h"
@@ -47,6 +48,7 @@ struct EpochService::Shared {
   uint64_t testSeed = 1;
   int maxChannels = 1;
   uint64_t maxSliceBytes = 0;
+  int64_t doctorIntervalMs = 0;             // leader: live verdicts (0: off)
 
   // Handlers pass this gate; stop() closes it, after which no handler touches the service.
   std::mutex gateMu;
@@ -75,6 +77,7 @@ struct EpochService::Shared {
   uint64_t committedAtNs = 0;
   uint64_t lastProposalSeq = 0;
   std::string lastPolicyError;
+  std::unique_ptr<doctor::LiveDoctor> doctor;  // THESEUS_DOCTOR_INTERVAL_MS
 
   void post(LoopEvent e);
   void wakeThread(bool prepare, bool evaluate);
