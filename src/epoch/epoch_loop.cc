@@ -57,6 +57,19 @@ void runPrepare(Shared& s) {
   if (s.clock->finishPrepare(job->version, st)) sendAck(s, job->version, st);
 }
 
+// THESEUS_TRACE: every value of the rank's attributes that changed since the last look, as a
+// counter event at the time it was written.
+void traceAttributes(Shared& s) {
+  if (s.trace == nullptr || s.store->generation() == s.tracedGeneration) return;
+  s.tracedGeneration = s.store->generation();
+  for (const auto& [name, a] : s.store->list()) {
+    auto [it, added] = s.tracedValues.try_emplace(name, a.value);
+    if (!added && it->second == a.value) continue;
+    it->second = a.value;
+    s.trace->attribute(a.timestampNs, name, a.value);
+  }
+}
+
 // Every rank: probes -> attribute store -> snapshot to the leader when something changed.
 void shipAttributes(Shared& s) {
   if (s.transports != nullptr && !s.setUpAttributesPublished) {
@@ -86,6 +99,7 @@ void shipAttributes(Shared& s) {
   s.hostProbes->poll(*s.store);
   auto polled = s.external->poll(*s.store);
   (void)polled;  // a malformed file is logged by ExternalAttributes and keeps the old values
+  traceAttributes(s);
   uint64_t gen = s.store->generation();
   if (gen == s.shippedGeneration) return;
   attrs::Snapshot snap = s.store->snapshot();

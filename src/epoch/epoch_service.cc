@@ -309,6 +309,7 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
   s.maxChannels = std::max(1, o.maxChannels);
   s.clock = clock_.get();
   s.log = log_.get();
+  s.trace = o.trace;
   if (o.attributes == nullptr) return internalError("epoch service without an attribute store");
   store_ = o.attributes;
   store_->setRank(s.rank);

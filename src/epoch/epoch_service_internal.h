@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,7 @@ struct EpochService::Shared {
   uint64_t testSeed = 1;
   int maxChannels = 1;
   uint64_t maxSliceBytes = 0;
+  telemetry::TraceWriter* trace = nullptr;  // THESEUS_TRACE: attribute changes go there (null: off)
   int64_t doctorIntervalMs = 0;             // leader: live verdicts (0: off)
 
   // Handlers pass this gate; stop() closes it, after which no handler touches the service.
@@ -69,6 +71,8 @@ struct EpochService::Shared {
   std::unique_ptr<attrs::HostProbes> hostProbes;
   std::unique_ptr<attrs::ExternalAttributes> external;
   uint64_t shippedGeneration = UINT64_MAX;
+  uint64_t tracedGeneration = 0;               // the store's generation the trace has seen
+  std::map<std::string, double> tracedValues;  // ... and the values it has
   bool setUpAttributesPublished = false;  // TransportManager::setUpAttributes, once
   // Leader only (epoch thread).
   std::unique_ptr<EpochLeader> leader;
