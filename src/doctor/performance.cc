@@ -1,6 +1,7 @@
 #include "doctor/performance.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 namespace theseus::doctor {
@@ -9,15 +10,27 @@ namespace {
 enum Kind { kIntra = 0, kInter = 1 };
 const char* const kKindText[] = {"within a host", "between hosts"};
 
+// One measure of one link against the typical link of its kind.
+struct Measure {
+  double slowness = 0;     // typical / measured; 0: not measured
+  double gbps = -1, typical = -1;
+  double bottleneck = -1;  // its gate's value (-1: none)
+  // Held back by another part (its bottleneck fraction below `min`): it cannot blame the link.
+  bool gated(double min) const { return bottleneck >= 0 && bottleneck < min; }
+};
+
+enum MeasureKind { kNow = 0, kProbe = 1, kWindow = 2 };
+const char* const kMeasureText[] = {"now", "by probe", "over the window"};
+
 // One link's judgement.
 struct Judged {
-  double slowness = 0;      // typical / measured (the worst accepted measure); 0: no verdict
-  double gbps = -1;         // the measurement that gave it
-  double typical = -1;      // and its reference
-  const char* by = "";      // "now", "probe", "window"
-  double bottleneck = -1;   // the bottleneck fraction that let a data-path value count
-  bool slowNow = false;     // slow by a current measure (data path now, or probe)
+  Measure measures[3];
+  int by = -1;           // the measure that made it slow (the slowest of those that did)
+  bool slowNow = false;  // slow by a current measure (the data path now, or a probe)
   bool slow = false;
+  double slowness = 0;   // that measure's
+  double severity = 0;   // slowness over the threshold of its measure: comparable across measures
+  const Measure& worst() const { return measures[by < 0 ? 0 : by]; }
 };
 
 struct LinkTable {
@@ -44,28 +57,48 @@ void typicalByKind(const LinkTable& lt, Get get, double out[2]) {
     out[k] = values[k].size() >= static_cast<size_t>(Thresholds::kMinLinks) ? quantile(values[k], 0.75) : -1;
 }
 
-// Judges one measure of every link against its kind's typical value (narrative in performance.h).
+// Measures every link by one measure, against its kind's typical value (narrative in performance.h).
 template <typename Get, typename Gate>
-void judgeMeasure(LinkTable& lt, const char* by, bool current, double slowFactor, Get get, Gate gate) {
+void measure(LinkTable& lt, MeasureKind kind, Get get, Gate gate) {
   double typical[2];
   typicalByKind(lt, get, typical);
   const int n = lt.m.nranks();
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b) {
-      if (a == b || (lt.late[a] && std::string(by) != "probe")) continue;
+      if (a == b || (lt.late[a] && kind != kProbe)) continue;
       const LinkMeasure& l = lt.m.link(a, b);
       const double value = get(l), ref = typical[lt.kindOf(a, b)];
       if (value <= 0 || ref <= 0) continue;
-      const double bottleneck = gate(l);
-      if (bottleneck >= 0 && bottleneck < lt.t.minBottleneck) continue;  // held back by another part
-      const double s = ref / value;
-      Judged& j = lt.at(a, b);
-      if (s >= slowFactor) {
-        j.slow = true;
-        j.slowNow = j.slowNow || current;
-      }
-      if (s > j.slowness) j = Judged{s, value, ref, by, bottleneck, j.slowNow, j.slow};
+      Measure& x = lt.at(a, b).measures[kind];
+      x = Measure{ref / value, value, ref, gate(l)};
     }
+}
+
+// A link is slow now by the data path (confirmed by its window, when it has one: the data path's
+// moving average of a TCP link scatters far more than the window's kernel view) or by a probe;
+// over the window by the window (at windowSlowFactor between hosts, where it is the kernel's
+// low-scatter view of the path; at slowFactor within a host, where it is the queue's view).
+void decide(LinkTable& lt, int a, int b) {
+  Judged& j = lt.at(a, b);
+  const Measure& now = j.measures[kNow];
+  const Measure& probe = j.measures[kProbe];
+  const Measure& window = j.measures[kWindow];
+  const bool inter = lt.kindOf(a, b) == kInter;
+  const double windowFactor = inter ? lt.t.windowSlowFactor : lt.t.slowFactor;
+  const double windowGate = inter ? lt.t.windowMinBottleneck : lt.t.minBottleneck;
+  const bool confirmed = window.slowness == 0 || window.slowness >= lt.t.windowConfirm;
+  const bool slow[3] = {!now.gated(lt.t.minBottleneck) && now.slowness >= lt.t.slowFactor && confirmed,
+                        probe.slowness >= lt.t.slowFactor,
+                        !window.gated(windowGate) && window.slowness >= windowFactor};
+  const double threshold[3] = {lt.t.slowFactor, lt.t.slowFactor, windowFactor};
+  for (int k = 0; k < 3; ++k)
+    if (slow[k] && (j.by < 0 || j.measures[k].slowness / threshold[k] > j.severity)) {
+      j.by = k;
+      j.slowness = j.measures[k].slowness;
+      j.severity = j.slowness / threshold[k];
+    }
+  j.slowNow = slow[kNow] || slow[kProbe];
+  j.slow = j.by >= 0;
 }
 
 LinkTable judgeLinks(const Measurements& m, const Thresholds& t, const std::vector<int>& late) {
@@ -73,27 +106,29 @@ LinkTable judgeLinks(const Measurements& m, const Thresholds& t, const std::vect
                std::vector<bool>(m.nranks(), false)};
   for (int r : late)
     if (r >= 0 && r < m.nranks()) lt.late[r] = true;
-  judgeMeasure(lt, "now", true, t.slowFactor, [](const LinkMeasure& l) { return l.gbps; },
-               [](const LinkMeasure& l) { return l.bottleneck; });
+  measure(lt, kNow, [](const LinkMeasure& l) { return l.gbps; },
+          [](const LinkMeasure& l) { return l.bottleneck; });
   // Probes only for links the data path does not measure now: a probe that competes with a
   // collective on a busy link, or on a CPU-starved host, can look ten times slow.
-  judgeMeasure(lt, "probe", true, t.slowFactor, [](const LinkMeasure& l) { return l.gbps < 0 ? l.probeGbps : -1.0; },
-               [](const LinkMeasure&) { return -1.0; });
-  judgeMeasure(lt, "window", false, t.windowSlowFactor, [](const LinkMeasure& l) { return l.windowGbps; },
-               [](const LinkMeasure& l) { return l.windowBottleneck; });
+  measure(lt, kProbe, [](const LinkMeasure& l) { return l.gbps < 0 ? l.probeGbps : -1.0; },
+          [](const LinkMeasure&) { return -1.0; });
+  measure(lt, kWindow, [](const LinkMeasure& l) { return l.windowGbps; },
+          [](const LinkMeasure& l) { return l.windowBottleneck; });
+  for (int a = 0; a < m.nranks(); ++a)
+    for (int b = 0; b < m.nranks(); ++b)
+      if (a != b) decide(lt, a, b);
   return lt;
 }
 
 std::string describeLink(const LinkTable& lt, int a, int b) {
   const Judged& j = lt.at(a, b);
+  const Measure& x = j.worst();
   const Placement& p = lt.m.placement;
   std::string s = format("link %d -> %d", a, b);
-  if (lt.kindOf(a, b) == kInter)
-    s += format(" (host %d -> host %d)", p.hostIndex(a), p.hostIndex(b));
-  s += format(": %.3g GB/s %s, %.1fx below the typical link %s (%.3g GB/s)",
-              j.gbps, std::string(j.by) == "now" ? "now" : std::string(j.by) == "probe" ? "by probe" : "over the window",
-              j.slowness, kKindText[lt.kindOf(a, b)], j.typical);
-  if (j.bottleneck >= 0) s += format("; it held back both its ends %.0f%% of the time", 100 * j.bottleneck);
+  if (lt.kindOf(a, b) == kInter) s += format(" (host %d -> host %d)", p.hostIndex(a), p.hostIndex(b));
+  s += format(": %.3g GB/s %s, %.1fx below the typical link %s (%.3g GB/s)", x.gbps, kMeasureText[j.by < 0 ? 0 : j.by],
+              x.slowness, kKindText[lt.kindOf(a, b)], x.typical);
+  if (x.bottleneck >= 0) s += format("; it held back both its ends %.0f%% of the time", 100 * x.bottleneck);
   if (!j.slowNow) s += "; fine in the latest measurements (it recovered, or it flaps)";
   return s;
 }
@@ -262,30 +297,54 @@ void findSlowLinks(LinkTable& lt, const std::set<Link>& explained, std::vector<F
     }
 }
 
-// In a pipeline the links around a very slow one slow down too (their senders starve, their
-// receivers wait): a slow link far milder than the worst slow part of the job (below
-// kWakeShare of its slowness) is most likely in its wake. It is kept as evidence of the worst
-// finding, not named as a culprit of its own (two independent faults of very different
-// severity lose the milder one).
+// In a pipeline (or an alltoall that waits for its slowest pair) the links around a very slow one
+// slow down too: their senders have data queued, their receivers wait for someone. A slow link is
+// taken to be in the wake of the worst slow part of the job when it is far milder than it (below
+// kWakeShare of its severity: the slowness over the threshold of the measure that found it, so
+// that a window's and a data path's slownesses compare) or held back both its ends far less
+// often (below kWakeShare of the largest bottleneck fraction of a finding). It is kept as evidence
+// of the worst finding, not named as a culprit of its own (two independent faults of very
+// different severity lose the milder one).
 constexpr double kWakeShare = 0.25;
 
-void dropLinksInTheWake(std::vector<Finding>* out) {
-  double worst = 0;
-  for (const Finding& f : *out) worst = std::max(worst, f.factor);
+struct Weight {
+  double severity = 0, bottleneck = -1;  // medians over the finding's links (bottleneck: where known)
+};
+
+Weight weightOf(const LinkTable& lt, const Finding& f) {
+  std::vector<double> s, b;
+  for (const Link& l : f.links) {
+    const Judged& j = lt.at(l.from, l.to);
+    s.push_back(j.severity);
+    if (j.worst().bottleneck >= 0) b.push_back(j.worst().bottleneck);
+  }
+  return {quantile(s, 0.5), quantile(b, 0.5)};
+}
+
+void dropLinksInTheWake(const LinkTable& lt, std::vector<Finding>* out) {
+  std::vector<Weight> w;
+  double worst = 0, widest = -1;
+  size_t worstAt = 0;
+  for (size_t i = 0; i < out->size(); ++i) {
+    w.push_back(weightOf(lt, (*out)[i]));
+    if (w[i].severity > worst) worst = w[i].severity, worstAt = i;
+    widest = std::max(widest, w[i].bottleneck);
+  }
   std::string wake;
   std::vector<Finding> kept;
-  for (Finding& f : *out) {
-    if (f.kind == "slow_link" && f.factor < kWakeShare * worst) {
+  size_t worstKept = SIZE_MAX;
+  for (size_t i = 0; i < out->size(); ++i) {
+    Finding& f = (*out)[i];
+    const bool mild = w[i].severity < kWakeShare * worst ||
+                      (w[i].bottleneck >= 0 && w[i].bottleneck < kWakeShare * widest);
+    if (f.kind == "slow_link" && mild) {
       for (const Link& l : f.links) wake += format(" link %d -> %d (%.1fx)", l.from, l.to, f.factor);
-    } else {
-      kept.push_back(std::move(f));
+      continue;
     }
+    if (i == worstAt) worstKept = kept.size();
+    kept.push_back(std::move(f));
   }
-  for (Finding& f : kept)
-    if (!wake.empty() && f.factor == worst) {
-      f.evidence.push_back("slower too, likely in its wake:" + wake);
-      break;
-    }
+  if (!wake.empty() && worstKept < kept.size()) kept[worstKept].evidence.push_back("slower too, likely in its wake:" + wake);
   *out = std::move(kept);
 }
 
@@ -345,7 +404,7 @@ std::vector<Finding> analyzePerformance(const Measurements& m, const Thresholds&
   findSlowPaths(lt, &explained, &out);
   findCommStragglers(lt, &explained, &out);
   findSlowLinks(lt, explained, &out);
-  dropLinksInTheWake(&out);
+  dropLinksInTheWake(lt, &out);
   out.insert(out.end(), stragglers.begin(), stragglers.end());
   return out;
 }

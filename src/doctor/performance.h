@@ -18,10 +18,17 @@
 // an oversubscribed host (8 ranks on 2 cores) we measured healthy links up to
 // 4.5x below the 75th percentile, with bottleneck fractions up to 0.15, while
 // throttled links, shaped NICs and hosts measured 15x to 50x below it. The
-// window's throughput (the transport counters since the connections opened)
-// averages seconds of traffic and scatters far less: healthy links between
-// hosts within 1.5x of the 75th percentile, while a link slowed for part of the
-// window (or flapping) averages 3x to 5x below it: windowSlowFactor 2.5.
+// window's throughput between hosts (the transport counters since the
+// connections opened; on TCP the kernel's view of the path) averages seconds of
+// traffic and scatters far less: healthy links within 1.6x of the 75th
+// percentile, links slowed for the fault's part of the window (or flapping) 2.6x
+// to 5x below it: windowSlowFactor 2.5 between hosts. Within a host the window
+// is the queue's view, which scatters like the data path's: slowFactor there.
+// The data path's moving average of a TCP link scatters the most: the links of a
+// ring stream continuously and measure several times below the typical link
+// whatever their health, so where a link has a window, its data-path verdict
+// needs the window to agree (windowConfirm: 2x below typical; a ring link
+// downstream of a slow NIC measured 18x slow now, 1.6x over the window).
 //
 // The data path's throughput alone cannot blame a link: in a pipeline every
 // link carries data at the slowest one's pace, so senders upstream of a slow
@@ -76,8 +83,10 @@ namespace theseus::doctor {
 struct Thresholds {
   static constexpr int kMinLinks = 3;  // measured links of a kind (host, rank) before it is judged
   double slowFactor = 6;               // typical / measured throughput at which a link is slow
-  double windowSlowFactor = 2.5;       // the same for the whole window's throughput (dumps: seconds of traffic)
-  double minBottleneck = 0.1;          // a data-path throughput blames a link only at this bottleneck fraction
+  double windowSlowFactor = 2.5;       // the same for the window's throughput between hosts (the kernel's view)
+  double windowConfirm = 2;            // a data-path verdict needs the window at least this slow, when known
+  double minBottleneck = 0.15;         // a data-path throughput blames a link only at this bottleneck fraction
+  double windowMinBottleneck = 0.05;   // the same over the window between hosts (it includes the start-up)
   double hostShare = 2.0 / 3;          // share of a host's (a rank's) measured links that must be slow
   double minLateUs = 1000;             // compute stragglers: at least this late ...
   double lateShare = 0.2;              // ... and this share of the typical time per collective
