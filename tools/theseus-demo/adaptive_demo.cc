@@ -4,16 +4,21 @@
 // run (the script sets it); rank 0 prints, per phase, the time per step and
 // the bus bandwidth, the link throughput rank 0 measured, every decision table
 // that took effect (at which collective, which schedule, and why), and a
-// one-line summary the script puts next to the other policy's.
+// one-line summary the script puts next to the other policy's. With --out DIR,
+// every rank writes its flight recorder at the end of the degraded phase to
+// DIR/<label>.fr.<rank> (what theseus-doctor reads), and rank 0 writes the
+// bus bandwidth of every step to DIR/<label>.steps and the first schedule
+// swap of the degraded phase to DIR/<label>.swap (the script plots them).
 //
 // Usage (normally through scripts/demo.sh):
-//   theseus-demo [--bytes N] [--steps A,B,C] [--compute-ms M] [--label text]
+//   theseus-demo [--bytes N] [--steps A,B,C] [--compute-ms M] [--label text] [--out DIR]
 //     --steps A,B,C  A healthy steps, then B steps with the link degraded, then C healed;
 //                    THESEUS_EMULATE's window should be seq=A-(A+B) to match
 //     --compute-ms M the "forward and backward pass" of each step: M ms of
 //                    sleep before its allreduce (the policy's ages and dwell
 //                    are in milliseconds, so the loop should take real time)
 // Environment: THESEUS_RANK/THESEUS_NRANKS (or RANK/WORLD_SIZE) and NCCL_COMM_ID.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +42,7 @@ struct Options {
   int steps[3] = {30, 60, 40};
   int computeMs = 0;
   std::string label = "demo";
+  std::string out;  // "" : no files
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -51,6 +57,8 @@ bool parse(int argc, char** argv, Options* o) {
       if (o->computeMs < 0 || o->computeMs > 10000) return false;
     } else if (a == "--label" && i + 1 < argc) {
       o->label = argv[++i];
+    } else if (a == "--out" && i + 1 < argc) {
+      o->out = argv[++i];
     } else {
       return false;
     }
@@ -134,6 +142,29 @@ int firstSwapIn(ncclComm_t comm, size_t bytes, int from, int to) {
   return -1;
 }
 
+void writeFile(const std::string& path, const std::string& content) {
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    fprintf(stderr, "theseus-demo: cannot write %s: %s\n", path.c_str(), strerror(errno));
+    return;
+  }
+  fwrite(content.data(), 1, content.size(), f);
+  fclose(f);
+}
+
+// The flight recorder now (the buffer protocol may need a second try: the text grows).
+std::string flightRecorder(ncclComm_t comm) {
+  size_t needed = 0;
+  std::string s;
+  if (theseusGetFlightRecorder(comm, nullptr, 0, &needed) != ncclSuccess) return "";
+  do {
+    s.assign(needed + 4096, '\0');
+    if (theseusGetFlightRecorder(comm, s.data(), s.size(), &needed) != ncclSuccess) return "";
+  } while (needed > s.size());
+  s.resize(strlen(s.c_str()));
+  return s;
+}
+
 double linkGbps(ncclComm_t comm, const char* name) {
   double v = 0;
   int set = 0;
@@ -147,7 +178,8 @@ int main(int argc, char** argv) {
   Options opt;
   if (!parse(argc, argv, &opt)) {
     fprintf(stderr,
-            "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--compute-ms M] [--label text]\n");
+            "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--compute-ms M] [--label text] "
+            "[--out DIR]\n");
     return 2;
   }
   const int rank = envInt("THESEUS_RANK", "RANK");
@@ -182,6 +214,8 @@ int main(int argc, char** argv) {
       }
     }
     linkSeen[phase] = linkGbps(comm, "link.0.1.gbps");
+    if (phase == 1 && !opt.out.empty())  // the degraded phase, for theseus-doctor
+      writeFile(opt.out + "/" + opt.label + ".fr." + std::to_string(rank), flightRecorder(comm));
   }
   if (rank == 0) {
     printf("== %s: %d ranks, allreduce of %.1f MiB per step\n", opt.label.c_str(), nranks, opt.bytes / 1048576.0);
@@ -213,6 +247,16 @@ int main(int argc, char** argv) {
       }
     }
     printDecisions(comm, opt.bytes);
+    if (!opt.out.empty()) {
+      std::string steps = "# step busbw_GBps\n";
+      for (size_t s = 0; s < stepSec.size(); ++s) {
+        double perMs = 0;
+        steps += std::to_string(s) + " " + std::to_string(busbwOf(static_cast<int>(s), static_cast<int>(s), &perMs)) + "\n";
+      }
+      writeFile(opt.out + "/" + opt.label + ".steps", steps);
+      writeFile(opt.out + "/" + opt.label + ".swap",
+                std::to_string(firstSwapIn(comm, opt.bytes, opt.steps[0], opt.steps[0] + opt.steps[1])) + "\n");
+    }
     printf("SUMMARY %s %.3f %.3f %.3f\n", opt.label.c_str(), busbw[0], busbw[1], busbw[2]);
     fflush(stdout);
   }
