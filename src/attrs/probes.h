@@ -16,6 +16,9 @@
 //   rank.<me>.idle_us             this rank's time between the end of one collective
 //                                 and the start of the next (outside the library:
 //                                 its compute; a rank that arrives late has more)
+//   link.<me>.<peer>.path_gbps    throughput of the path me -> peer as the kernel sees it
+//                                 (TCP: bytes over the time TCP had them in flight,
+//                                 without the queue in front of it; links with such a view only)
 //   link.<me>.<peer>.probe_gbps   throughput of the latest active probe me -> peer
 //                                 (epoch/link_prober.h: measured whether or not a
 //                                 schedule uses the link; each probe is its own
@@ -103,10 +106,10 @@ class ProbeSet {
 
  private:
   struct PeerSlot {
-    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait, probeGbps;
+    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait, probeGbps, pathGbps;
   };
   struct Published {
-    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0, probeGbps = 0;
+    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0, probeGbps = 0, pathGbps = 0;
   };
   struct Observed {  // observePeerStats' baseline per peer
     transport::PeerStats stats;

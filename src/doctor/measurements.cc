@@ -55,6 +55,7 @@ Measurements fromView(const attrs::ClusterView& view, Placement placement, uint6
     if (!parseLinkName(name, n, &a, &b, &what)) return;
     LinkMeasure& l = m.link(a, b);
     if (what == "gbps") l.gbps = e.value;
+    else if (what == "path_gbps") l.pathGbps = e.value;
     else if (what == "bottleneck") l.bottleneck = e.value;
     else if (what == "probe_gbps") l.probeGbps = e.value;
   });

@@ -18,6 +18,7 @@ namespace theseus::doctor {
 
 struct LinkMeasure {
   double gbps = -1;              // link.a.b.gbps: data-path throughput now (moving average), GB/s
+  double pathGbps = -1;          // link.a.b.path_gbps: the same as the kernel sees the path (TCP links)
   double bottleneck = -1;        // link.a.b.bottleneck: how much it held back both ends now, 0..1
   double probeGbps = -1;         // link.a.b.probe_gbps: the latest active probe (links between hosts)
   double windowGbps = -1;        // bytes sent over busy time since the connection opened

@@ -106,7 +106,9 @@ LinkTable judgeLinks(const Measurements& m, const Thresholds& t, const std::vect
                std::vector<bool>(m.nranks(), false)};
   for (int r : late)
     if (r >= 0 && r < m.nranks()) lt.late[r] = true;
-  measure(lt, kNow, [](const LinkMeasure& l) { return l.gbps; },
+  // Now: the kernel's view of the path where there is one (TCP): a queue in front of a healthy path
+  // (a ring link streaming at a slow pipeline's pace) makes the data path's own view look slow.
+  measure(lt, kNow, [](const LinkMeasure& l) { return l.pathGbps > 0 ? l.pathGbps : l.gbps; },
           [](const LinkMeasure& l) { return l.bottleneck; });
   // Probes only for links the data path does not measure now: a probe that competes with a
   // collective on a busy link, or on a CPU-starved host, can look ten times slow.

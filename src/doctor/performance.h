@@ -4,8 +4,11 @@
 // own measurements differ from those of its peers.
 //
 // Links. Each directed link a -> b has up to three throughputs: the data
-// path's now (link.a.b.gbps), the latest active probe (probe_gbps, links
-// between hosts) and, from dumps, the whole window since the connection opened.
+// path's now (link.a.b.gbps, or path_gbps where the kernel has a view of the
+// path: TCP, whose queue view makes a ring link streaming at a slow pipeline's
+// pace look slow however healthy its path), the latest active probe
+// (probe_gbps, links between hosts) and, from dumps, the whole window since the
+// connection opened.
 // Each is compared with the *typical link of its kind*: links within a host
 // (shared memory) and links between hosts (a network) differ by an order of
 // magnitude, so they are never compared with each other. "Typical" is the 75th
