@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/query_text.h"
 #include "../common/rank_env.h"
 #include "nccl.h"
 #include "theseus/theseus.h"
@@ -34,6 +35,7 @@
 namespace {
 
 using theseus::tools::envInt;
+using theseus::tools::queryText;
 
 using theseus::tools::ncclOk;
 
@@ -64,15 +66,6 @@ bool parse(int argc, char** argv, Options* o) {
     }
   }
   return o->bytes >= 1024 && o->steps[0] > 0 && o->steps[1] >= 0 && o->steps[2] > 0;
-}
-
-std::string text(ncclResult_t (*get)(ncclComm_t, char*, size_t, size_t*), ncclComm_t comm) {
-  size_t needed = 0;
-  if (get(comm, nullptr, 0, &needed) != ncclSuccess) return "";
-  std::string s(needed, '\0');
-  if (get(comm, s.data(), needed, &needed) != ncclSuccess) return "";
-  s.resize(needed - 1);
-  return s;
 }
 
 // A JSON string field of one decision-log line (the log is our own format: no escapes but \" and \\).
@@ -108,7 +101,7 @@ std::string allreduceSchedule(const std::string& line, size_t bytes) {
 }
 
 void printDecisions(ncclComm_t comm, size_t bytes) {
-  std::string log = text(theseusGetDecisionLog, comm);
+  std::string log = queryText(comm, theseusGetDecisionLog);
   printf("  decision tables that took effect (the same on every rank):\n");
   std::string previous;
   size_t start = 0;
@@ -128,7 +121,7 @@ void printDecisions(ncclComm_t comm, size_t bytes) {
 // The first collective in [from, to) at which the large-message allreduce
 // schedule changed, or -1.
 int firstSwapIn(ncclComm_t comm, size_t bytes, int from, int to) {
-  std::string log = text(theseusGetDecisionLog, comm), previous;
+  std::string log = queryText(comm, theseusGetDecisionLog), previous;
   size_t start = 0;
   while (start < log.size()) {
     size_t end = log.find('\n', start);
@@ -150,19 +143,6 @@ void writeFile(const std::string& path, const std::string& content) {
   }
   fwrite(content.data(), 1, content.size(), f);
   fclose(f);
-}
-
-// The flight recorder now (the buffer protocol may need a second try: the text grows).
-std::string flightRecorder(ncclComm_t comm) {
-  size_t needed = 0;
-  std::string s;
-  if (theseusGetFlightRecorder(comm, nullptr, 0, &needed) != ncclSuccess) return "";
-  do {
-    s.assign(needed + 4096, '\0');
-    if (theseusGetFlightRecorder(comm, s.data(), s.size(), &needed) != ncclSuccess) return "";
-  } while (needed > s.size());
-  s.resize(strlen(s.c_str()));
-  return s;
 }
 
 double linkGbps(ncclComm_t comm, const char* name) {
@@ -215,7 +195,8 @@ int main(int argc, char** argv) {
     }
     linkSeen[phase] = linkGbps(comm, "link.0.1.gbps");
     if (phase == 1 && !opt.out.empty())  // the degraded phase, for theseus-doctor
-      writeFile(opt.out + "/" + opt.label + ".fr." + std::to_string(rank), flightRecorder(comm));
+      writeFile(opt.out + "/" + opt.label + ".fr." + std::to_string(rank),
+                queryText(comm, theseusGetFlightRecorder));
   }
   if (rank == 0) {
     printf("== %s: %d ranks, allreduce of %.1f MiB per step\n", opt.label.c_str(), nranks, opt.bytes / 1048576.0);

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../../tools/common/query_text.h"
 #include "../adaptive/link_shaper.h"
 #include "nccl.h"
 #include "theseus/theseus.h"
@@ -43,6 +44,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using theseus::tools::queryText;
 
 struct Fault {
   std::string kind;
@@ -82,19 +84,6 @@ bool has(const Options& o, const std::string& kind, int rank = -1) {
   for (const Fault& f : o.faults)
     if (f.kind == kind && (rank < 0 || f.a == rank)) return true;
   return false;
-}
-
-// The buffer protocol of theseus.h; the text may grow between the calls (new attributes): retry.
-std::string queryText(ncclComm_t comm, ncclResult_t (*fn)(ncclComm_t, char*, size_t, size_t*)) {
-  size_t needed = 0;
-  if (fn(comm, nullptr, 0, &needed) != ncclSuccess) return "";
-  std::string text;
-  do {
-    text.assign(needed + 4096, '\0');
-    if (fn(comm, text.data(), text.size(), &needed) != ncclSuccess) return "";
-  } while (needed > text.size());
-  text.resize(strlen(text.c_str()));
-  return text;
 }
 
 void writeFile(const std::string& path, const std::string& text) {
