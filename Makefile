@@ -9,7 +9,7 @@ CTEST_FLAGS ?=
 # Tests run at most this many at a time (each spawns several ranks).
 TEST_JOBS   ?= 2
 
-.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net bench-adaptive gpu-check rdma-check docs-check fuzz fuzz-merge soak demo-recovery clean
+.PHONY: all deps configure build run test test-faults test-asan test-tsan test-torch bench bench-net bench-adaptive doctor-bench gpu-check rdma-check docs-check fuzz fuzz-merge soak demo-recovery clean
 
 all: build
 
@@ -69,6 +69,12 @@ bench-net: build
 # recovery, flapping (docs/benchmarking.md). A short sample is the adaptive_links test in `make test`.
 bench-adaptive: build
 	scripts/bench-adaptive.sh $(BUILD)
+
+# Localization: 13 injected faults (links, NICs, hosts, stragglers, hangs, deaths, divergence) on 8
+# ranks over shm and netns hosts (root); theseus-doctor's verdict against the truth, precision and
+# recall at rank and host level (docs/benchmarking.md). A 3-scenario sample is doctor_bench_sample in `make test`.
+doctor-bench: build
+	/usr/bin/python3 scripts/doctor_bench.py $(BUILD)
 
 gpu-check:
 	scripts/gpu-check.sh

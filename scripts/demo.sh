@@ -11,6 +11,9 @@
 # default 20,60,260), DEMO_COMPUTE_MS (the compute part of each training step, default 20),
 # DEMO_THROTTLE (default 10%). The policy's ages are in milliseconds (adaptive.json: a link
 # not measured for 5 s gets re-tested), so the healed phase lasts a few seconds.
+# It ends with theseus-doctor's verdict on the ranks' flight recorders of each run's degraded
+# phase, and a PNG timeline (busbw per step, the throttle window shaded, the adaptive run's swap
+# marked, static and adaptive side by side; gnuplot) in DEMO_OUT (default <build>/demo).
 set -euo pipefail
 build=${1:-build}
 nranks=${2:-4}
@@ -27,6 +30,9 @@ bytes=${DEMO_BYTES:-$((8 << 20))}
 steps=${DEMO_STEPS:-20,60,260}
 compute=${DEMO_COMPUTE_MS:-20}
 throttle=${DEMO_THROTTLE:-10%}
+outdir=${DEMO_OUT:-$build/demo}
+mkdir -p "$outdir"
+rm -f "$outdir"/*.fr.* "$outdir"/*.steps "$outdir"/*.swap
 IFS=, read -r healthy degraded healed <<< "$steps"
 window="seq=$healthy-$((healthy + degraded))"
 emulate="throttle:0->1:$throttle@$window"
@@ -40,7 +46,7 @@ for policy in static "$root/policies/adaptive.json"; do
   echo
   echo "== run with THESEUS_POLICY=$policy"
   out=$(THESEUS_POLICY="$policy" THESEUS_EMULATE="$emulate" \
-        "$run" -np "$nranks" --timeout 120 -- "$demo" --bytes "$bytes" --steps "$steps" --compute-ms "$compute" --label "$label" 2>&1) || {
+        "$run" -np "$nranks" --timeout 120 -- "$demo" --bytes "$bytes" --steps "$steps" --compute-ms "$compute" --label "$label" --out "$outdir" 2>&1) || {
     echo "$out"
     echo "demo.sh: the $label run failed" >&2
     exit 1
@@ -58,3 +64,19 @@ done
 read -r _ _ _ sd _ <<< "${summaries[0]}"
 read -r _ _ _ ad _ <<< "${summaries[1]}"
 awk -v s="$sd" -v a="$ad" 'BEGIN { if (s > 0) printf "  with link 0->1 degraded, the adaptive policy moves %.1fx the bytes of the static one\n", a / s }'
+
+for label in static adaptive; do
+  echo
+  echo "== theseus-doctor on the $label run's degraded phase ($outdir/$label.fr.*)"
+  "$build/bin/theseus-doctor" "$outdir"/"$label".fr.* | sed 's/^/  /' || true
+done
+if command -v gnuplot >/dev/null; then
+  swap=$(cat "$outdir/adaptive.swap" 2>/dev/null || echo -1)
+  if gnuplot -e "dir='$outdir'; t0=$healthy; t1=$((healthy + degraded)); swap=${swap:--1}; outfile='$outdir/timeline.png'" \
+       "$root/scripts/plot_demo.gnuplot"; then
+    echo
+    echo "== timeline: $outdir/timeline.png (busbw per step, throttle window shaded, swap marked)"
+  fi
+else
+  echo "demo.sh: gnuplot is missing (scripts/setup-deps.sh installs it): no timeline" >&2
+fi

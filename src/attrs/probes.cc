@@ -76,7 +76,14 @@ void ProbeSet::recordProbe(int peer, double gbps) {
 
 void ProbeSet::recordCollective(uint64_t ns, uint64_t nowNsHint) {
   // Only the thread running this communicator's collectives records them.
-  collUs_.addExclusive(static_cast<double>(ns) * 1e-3, weight_, nowNsHint != 0 ? nowNsHint : nowNs());
+  const uint64_t end = nowNsHint != 0 ? nowNsHint : nowNs();
+  collUs_.addExclusive(static_cast<double>(ns) * 1e-3, weight_, end);
+  // The time since the previous collective ended: what the rank did outside the library before
+  // this one started (collectives of one group overlap: no sample).
+  const uint64_t start = end > ns ? end - ns : 0;
+  if (lastEndNs_ != 0 && start >= lastEndNs_)
+    idleUs_.addExclusive(static_cast<double>(start - lastEndNs_) * 1e-3, weight_, end);
+  lastEndNs_ = end;
 }
 
 void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uint64_t now) {
@@ -103,6 +110,9 @@ void ProbeSet::observePeerStats(int peer, const transport::PeerStats& stats, uin
            (now - o.recvSinceNs) / 1e6);
   if (bytes >= kMinThroughputBytes && now > o.sendSinceNs) {
     if (busy > 0) recordTransfer(peer, bytes, busy);
+    // The kernel's view alone (TCP): the path's throughput, whatever the queue in front of it.
+    const uint64_t path = stats.linkBusyNs - last.linkBusyNs;
+    if (path > 0) peers_[peer].pathGbps.add(static_cast<double>(bytes) / static_cast<double>(path), weight_, now);
     double fraction = std::min(1.0, static_cast<double>(busy) / static_cast<double>(now - o.sendSinceNs));
     peers_[peer].sendBusy.add(fraction, weight_, now);
     last.bytesSent = stats.bytesSent;
@@ -147,7 +157,8 @@ size_t ProbeSet::publish(AttributeStore& store) {
     Published& seen = published_[p];
     if (slot.gbps.updates() == seen.gbps && slot.latencyUs.updates() == seen.latencyUs &&
         slot.waitUs.updates() == seen.waitUs && slot.sendBusy.updates() == seen.sendBusy &&
-        slot.recvWait.updates() == seen.recvWait && slot.probeGbps.updates() == seen.probeGbps)
+        slot.recvWait.updates() == seen.recvWait && slot.probeGbps.updates() == seen.probeGbps &&
+        slot.pathGbps.updates() == seen.pathGbps)
       continue;
     const std::string peer = std::to_string(p);
     const std::string link = "link." + me + "." + peer + ".";
@@ -157,8 +168,10 @@ size_t ProbeSet::publish(AttributeStore& store) {
     n += publishOne(store, slot.sendBusy, &seen.sendBusy, link + "bottleneck");
     n += publishOne(store, slot.recvWait, &seen.recvWait, "link." + peer + "." + me + ".bottleneck");
     n += publishOne(store, slot.probeGbps, &seen.probeGbps, link + "probe_gbps");
+    n += publishOne(store, slot.pathGbps, &seen.pathGbps, link + "path_gbps");
   }
   n += publishOne(store, collUs_, &publishedColl_, "rank." + me + ".coll_us");
+  n += publishOne(store, idleUs_, &publishedIdle_, "rank." + me + ".idle_us");
   return n;
 }
 

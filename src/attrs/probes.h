@@ -13,6 +13,12 @@
 //   link.<peer>.<me>.bottleneck   fraction of time this rank waited for peer's data
 //   rank.<peer>.wait_us           how long this rank waited for peer's data per collective
 //   rank.<me>.coll_us             this rank's time per collective
+//   rank.<me>.idle_us             this rank's time between the end of one collective
+//                                 and the start of the next (outside the library:
+//                                 its compute; a rank that arrives late has more)
+//   link.<me>.<peer>.path_gbps    throughput of the path me -> peer as the kernel sees it
+//                                 (TCP: bytes over the time TCP had them in flight,
+//                                 without the queue in front of it; links with such a view only)
 //   link.<me>.<peer>.probe_gbps   throughput of the latest active probe me -> peer
 //                                 (epoch/link_prober.h: measured whether or not a
 //                                 schedule uses the link; each probe is its own
@@ -100,10 +106,10 @@ class ProbeSet {
 
  private:
   struct PeerSlot {
-    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait, probeGbps;
+    Ewma gbps, latencyUs, waitUs, sendBusy, recvWait, probeGbps, pathGbps;
   };
   struct Published {
-    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0, probeGbps = 0;
+    uint64_t gbps = 0, latencyUs = 0, waitUs = 0, sendBusy = 0, recvWait = 0, probeGbps = 0, pathGbps = 0;
   };
   struct Observed {  // observePeerStats' baseline per peer
     transport::PeerStats stats;
@@ -116,9 +122,12 @@ class ProbeSet {
   double weight_;
   std::unique_ptr<PeerSlot[]> peers_;
   Ewma collUs_;
+  Ewma idleUs_;
+  uint64_t lastEndNs_ = 0;  // the collective thread's: when its previous collective ended
   // Publisher-side state (one publisher at a time).
   std::vector<Published> published_;
   uint64_t publishedColl_ = 0;
+  uint64_t publishedIdle_ = 0;
   std::vector<Observed> observed_;
 };
 

@@ -74,6 +74,7 @@ Engine::Engine(Communicator& comm)
       failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
+  flight_.attach({hostOf_, &comm.attributes(), comm.transports()});
 }
 
 Engine::~Engine() { shutdown(); }
@@ -111,12 +112,17 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
   lane->memory = 0;
   lane->deferredScalars = false;
   memo_.dropStale();  // the previous group finished: templates of replaced tables can go
+  bool stepsSampled = false;
   for (size_t i = 0; i < ops.size();) {
     exec::Plan* p = nextPlan();
     if (ops[i].kind == OpDesc::Kind::kCollective) {
       TH_CHECK(lowerCollective(ops[i], *p));
       p->traceId = flight_.queued(p->seq, p->opName, p->scheduleName, ops[i].count, exec::typeName(ops[i].type),
                                   p->bytes, ops[i].root);
+      if (trace_ && !stepsSampled) {  // THESEUS_TRACE_STEPS: at most one plan of a group (one buffer)
+        p->stepTimes = trace_->sampleSteps(p->steps.size());
+        stepsSampled = p->stepTimes != nullptr;
+      }
       ++i;
     } else {
       size_t j = i;
@@ -141,7 +147,10 @@ void Engine::Observer::planStarted(const exec::Plan& p, uint64_t startNs) { e->f
 void Engine::Observer::planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs) {
   if (telemetry::Recorder* t = e->epochs_ ? e->epochs_->telemetry() : nullptr) t->onPlanDone(p, ns, endNs);
   e->flight_.done(p.traceId, endNs);
-  if (e->trace_) e->trace_->operation(p.opName, p.scheduleName, p.seq, p.bytes, endNs - ns, endNs);
+  if (e->trace_) {
+    e->trace_->operation(p.opName, p.scheduleName, p.seq, p.bytes, endNs - ns, endNs);
+    if (p.stepTimes != nullptr) e->trace_->steps(p, endNs - ns);
+  }
 }
 
 void Engine::Observer::planWaiting(const exec::Plan& p, const std::string& waits) { e->flight_.waiting(p.traceId, waits); }

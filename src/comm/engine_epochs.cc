@@ -23,6 +23,7 @@ Status Engine::startEpochs() {
   o.hostOf = hostOf_;
   o.participant = this;
   o.timeoutMs = &comm_.timeoutMsRef();
+  o.trace = trace_.get();
   o.health = [this]() -> Status {
     TH_CHECK(health());
     for (int r : comm_.bootstrap()->departedRanks())

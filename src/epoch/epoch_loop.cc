@@ -57,6 +57,19 @@ void runPrepare(Shared& s) {
   if (s.clock->finishPrepare(job->version, st)) sendAck(s, job->version, st);
 }
 
+// THESEUS_TRACE: every value of the rank's attributes that changed since the last look, as a
+// counter event at the time it was written.
+void traceAttributes(Shared& s) {
+  if (s.trace == nullptr || s.store->generation() == s.tracedGeneration) return;
+  s.tracedGeneration = s.store->generation();
+  for (const auto& [name, a] : s.store->list()) {
+    auto [it, added] = s.tracedValues.try_emplace(name, a.value);
+    if (!added && it->second == a.value) continue;
+    it->second = a.value;
+    s.trace->attribute(a.timestampNs, name, a.value);
+  }
+}
+
 // Every rank: probes -> attribute store -> snapshot to the leader when something changed.
 void shipAttributes(Shared& s) {
   if (s.transports != nullptr && !s.setUpAttributesPublished) {
@@ -86,6 +99,7 @@ void shipAttributes(Shared& s) {
   s.hostProbes->poll(*s.store);
   auto polled = s.external->poll(*s.store);
   (void)polled;  // a malformed file is logged by ExternalAttributes and keeps the old values
+  traceAttributes(s);
   uint64_t gen = s.store->generation();
   if (gen == s.shippedGeneration) return;
   attrs::Snapshot snap = s.store->snapshot();
@@ -166,6 +180,14 @@ void evaluatePolicy(Shared& s, Outbox* out) {
   propose(s, t.take(), reason, out);
 }
 
+// Leader: the doctor's live verdict over the view, published as doctor.* attributes of this rank
+// (doctor/live_doctor.h); they reach the view, and the policy, with this rank's next snapshot.
+void evaluateDoctor(Shared& s) {
+  if (!s.doctor->evaluate(s.view, nowNs())) return;
+  s.doctor->publish(*s.store);
+  TH_INFO(log::kPolicy | log::kAttrs, "epoch leader: doctor: %s", s.doctor->describe().c_str());
+}
+
 void testSwap(Shared& s, Outbox* out) {
   if (s.leader->state() != EpochLeader::State::kLeasing) return;
   if (s.leader->maxReported() < s.lastProposalSeq + s.testSwapEvery / 2) return;
@@ -214,6 +236,7 @@ void runEpochLoop(Shared& s) {
   using std::chrono::milliseconds;
   auto nextAttrs = Clock::now();
   auto nextPolicy = Clock::now() + milliseconds(s.policyIntervalMs);
+  auto nextDoctor = Clock::now() + milliseconds(s.doctorIntervalMs);
   Outbox out;
   for (;;) {
     std::deque<LoopEvent> events;
@@ -223,6 +246,7 @@ void runEpochLoop(Shared& s) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
       auto until = s.rank == 0 ? std::min(nextAttrs, nextPolicy) : nextAttrs;
+      if (s.doctor) until = std::min(until, nextDoctor);
       if (s.rank == 0) until = std::min(until, Clock::now() + milliseconds(100));  // prepare timeouts
       s.cv.wait_until(lock, until, [&] {
         return s.stop || s.prepareWanted || s.evaluateWanted || !s.events.empty() || s.nackVersion != 0;
@@ -243,6 +267,10 @@ void runEpochLoop(Shared& s) {
       s.leader->tick(nowNs(), &out);
     }
     auto now = Clock::now();
+    if (s.doctor && now >= nextDoctor) {
+      evaluateDoctor(s);  // before shipping: the verdict travels with this round's snapshot
+      nextDoctor = now + milliseconds(s.doctorIntervalMs);
+    }
     if (now >= nextAttrs) {
       shipAttributes(s);
       nextAttrs = now + milliseconds(s.attrsIntervalMs);

@@ -309,6 +309,7 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
   s.maxChannels = std::max(1, o.maxChannels);
   s.clock = clock_.get();
   s.log = log_.get();
+  s.trace = o.trace;
   if (o.attributes == nullptr) return internalError("epoch service without an attribute store");
   store_ = o.attributes;
   store_->setRank(s.rank);
@@ -340,6 +341,9 @@ Status EpochService::start(const ServiceOptions& o, const std::string& initialTa
     auto t = policy::DecisionTable::deserialize(initialTable);
     if (t.isOk()) s.leader->setCommitted(t.value());
     s.committedAtNs = nowNs();
+    s.doctorIntervalMs = doctor::LiveDoctor::configuredIntervalMs();
+    if (s.doctorIntervalMs > 0) s.doctor = std::make_unique<doctor::LiveDoctor>(
+        doctor::Placement{s.nranks, s.hostOf, s.hostNames});
   }
   std::weak_ptr<Shared> weak = shared_;
   boot.setHandler(bootstrap::MsgType::kEpoch, [weak](int from, std::string_view payload) {

@@ -47,6 +47,7 @@
 #include "epoch/epoch_clock.h"
 #include "epoch/link_prober.h"
 #include "telemetry/telemetry.h"
+#include "telemetry/trace_writer.h"
 
 namespace theseus::transport {
 class TransportManager;
@@ -77,6 +78,8 @@ struct ServiceOptions {
   std::function<Status()> health;
   // The communicator's timeout (comm/timeouts.h), which also bounds waits at the horizon.
   const std::atomic<int64_t>* timeoutMs = nullptr;
+  // THESEUS_TRACE: the rank's trace, which gets every change of its attributes (null: off).
+  telemetry::TraceWriter* trace = nullptr;
 };
 
 class EpochService {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,7 @@
 #include "attrs/cluster_view.h"
 #include "attrs/external_attributes.h"
 #include "attrs/host_probes.h"
+#include "doctor/live_doctor.h"
 #include "epoch/epoch_leader.h"
 #include "epoch/epoch_service.h"
 #include "policy/policy.h"
@@ -47,6 +49,8 @@ struct EpochService::Shared {
   uint64_t testSeed = 1;
   int maxChannels = 1;
   uint64_t maxSliceBytes = 0;
+  telemetry::TraceWriter* trace = nullptr;  // THESEUS_TRACE: attribute changes go there (null: off)
+  int64_t doctorIntervalMs = 0;             // leader: live verdicts (0: off)
 
   // Handlers pass this gate; stop() closes it, after which no handler touches the service.
   std::mutex gateMu;
@@ -67,6 +71,8 @@ struct EpochService::Shared {
   std::unique_ptr<attrs::HostProbes> hostProbes;
   std::unique_ptr<attrs::ExternalAttributes> external;
   uint64_t shippedGeneration = UINT64_MAX;
+  uint64_t tracedGeneration = 0;               // the store's generation the trace has seen
+  std::map<std::string, double> tracedValues;  // ... and the values it has
   bool setUpAttributesPublished = false;  // TransportManager::setUpAttributes, once
   // Leader only (epoch thread).
   std::unique_ptr<EpochLeader> leader;
@@ -75,6 +81,7 @@ struct EpochService::Shared {
   uint64_t committedAtNs = 0;
   uint64_t lastProposalSeq = 0;
   std::string lastPolicyError;
+  std::unique_ptr<doctor::LiveDoctor> doctor;  // THESEUS_DOCTOR_INTERVAL_MS
 
   void post(LoopEvent e);
   void wakeThread(bool prepare, bool evaluate);

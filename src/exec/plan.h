@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "device/memory_kind.h"
 #include "exec/reduce.h"
+#include "exec/step_timing.h"
 #include "nccl.h"
 #include "schedule/ir.h"
 
@@ -112,6 +113,7 @@ struct Plan {
   uint64_t seq = 0;
   size_t bytes = 0;
   uint64_t traceId = 0;         // the operation's id in the communicator's flight recorder (0: none)
+  StepTiming* stepTimes = nullptr;  // one per step when this plan's steps are traced, else null
   std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
   void addBuffer(const void* base, size_t size, device::MemoryKind kind, bool isWritten, cudaStream_t s) {
     if (size == 0) return;
@@ -129,6 +131,7 @@ struct Plan {
     divideDst = nullptr;
     divideElems = 0;
     directMinBytes = 0;
+    stepTimes = nullptr;
   }
 };
 

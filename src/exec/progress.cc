@@ -184,6 +184,7 @@ Status visitStep(LaneRun& lr, uint32_t s, bool* progressed) {
         TH_CHECK(movePiece(*lr.prims, p, st, pc, io, &res));
         if (res == PieceResult::kBlocked) break;
         *progressed = true;
+        if (p.stepTimes != nullptr && p.stepTimes[s].firstNs == 0) p.stepTimes[s].firstNs = nowNs();  // traced
         --budget;
         if (io.directTicket != 0) run.roundTicket = io.directTicket;
         if (res == PieceResult::kReceived) {
@@ -242,7 +243,10 @@ Status pass(LaneRun& lr, bool* progressed) {
     StepRun& run = lr.steps[s];
     if (run.finishedRounds == p.rounds) continue;
     TH_CHECK(visitStep(lr, s, progressed));
-    if (run.finishedRounds == p.rounds) --lr.remaining;
+    if (run.finishedRounds == p.rounds) {
+      --lr.remaining;
+      if (p.stepTimes != nullptr) p.stepTimes[s].endNs = nowNs();  // a traced plan (THESEUS_TRACE_STEPS)
+    }
   }
   if (lr.remaining == 0) {
     TH_CHECK(finishPlan(lr));

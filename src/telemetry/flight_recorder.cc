@@ -11,10 +11,12 @@
 #include <set>
 #include <thread>
 
+#include "attrs/attribute_store.h"
 #include "common/deadline.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/path_template.h"
+#include "transport/transport_manager.h"
 
 namespace theseus::telemetry {
 namespace {
@@ -96,7 +98,7 @@ size_t FlightRecorder::configuredCapacity() {
 }
 
 FlightRecorder::FlightRecorder(Identity id, size_t capacity)
-    : id_(id), capacity_(std::max<size_t>(capacity, 1)), ring_(new Entry[capacity_]) {
+    : id_(id), createdNs_(nowNs()), capacity_(std::max<size_t>(capacity, 1)), ring_(new Entry[capacity_]) {
   installSignalOnce();
   std::lock_guard lock(registryMu);
   registry().insert(this);
@@ -106,6 +108,8 @@ FlightRecorder::~FlightRecorder() {
   std::lock_guard lock(registryMu);
   registry().erase(this);
 }
+
+void FlightRecorder::attach(Context context) { context_ = std::move(context); }
 
 FlightRecorder::Entry* FlightRecorder::slot(uint64_t id) const { return &ring_[(id - 1) % capacity_]; }
 
@@ -208,8 +212,36 @@ std::string FlightRecorder::json(const std::string& reason) const {
   }
   nlohmann::json out = {{"format", 1},      {"rank", id_.rank}, {"nranks", id_.nranks}, {"comm", hash},
                         {"host", host},     {"pid", getpid()},  {"reason", reason},     {"now_ns", nowNs()},
-                        {"entries", entries}};
+                        {"created_ns", createdNs_}, {"entries", entries}};
+  addContext(&out);
   return out.dump(1);
+}
+
+// The host of every rank, the transport counters of every peer that carried traffic, and the
+// rank's attributes (the doctor's evidence for slow links, hosts and stragglers).
+void FlightRecorder::addContext(nlohmann::json* out) const {
+  if (!context_.hostOf.empty()) (*out)["host_of"] = context_.hostOf;
+  if (context_.transports != nullptr) {
+    nlohmann::json peers = nlohmann::json::array();
+    for (int p = 0; p < id_.nranks; ++p) {
+      if (p == id_.rank) continue;
+      const transport::PeerStats st = context_.transports->stats(p);
+      if (st.bytesSent == 0 && st.bytesReceived == 0) continue;
+      peers.push_back({{"peer", p},
+                       {"bytes_sent", st.bytesSent},
+                       {"send_busy_ns", st.sendBusyNs},
+                       {"link_busy_ns", st.linkBusyNs},
+                       {"bytes_received", st.bytesReceived},
+                       {"recv_wait_ns", st.recvWaitNs}});
+    }
+    (*out)["peers"] = std::move(peers);
+  }
+  if (context_.attributes != nullptr) {
+    attrs::Snapshot snap = context_.attributes->snapshot();
+    snap.rank = id_.rank;
+    nlohmann::json a = nlohmann::json::parse(snap.serialize(), nullptr, false);
+    if (!a.is_discarded()) (*out)["attributes"] = std::move(a);
+  }
 }
 
 std::string FlightRecorder::dumpToFile(const std::string& reason) const {

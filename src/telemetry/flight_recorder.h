@@ -19,10 +19,20 @@
 // and drop entries overwritten meanwhile.
 //
 // {"format": 1, "rank": r, "nranks": n, "comm": "<hash>", "host": "h", "pid": p,
-//  "reason": "...", "now_ns": t, "entries": [{"id": i, "seq": s, "op": "allreduce",
-//  "schedule": "ring", "count": c, "dtype": "float32", "bytes": b, "peer": -1,
-//  "state": "done", "queued_ns": t, "start_ns": t, "end_ns": t, "waiting": "...",
-//  "error": "..."}]}  (times: the steady clock, in ns; 0 = not yet)
+//  "reason": "...", "now_ns": t, "created_ns": t, "entries": [{"id": i, "seq": s,
+//  "op": "allreduce", "schedule": "ring", "count": c, "dtype": "float32", "bytes": b,
+//  "peer": -1, "state": "done", "queued_ns": t, "start_ns": t, "end_ns": t,
+//  "waiting": "...", "error": "..."}],
+//  "host_of": [h0, h1, ...],
+//  "peers": [{"peer": p, "bytes_sent": b, "send_busy_ns": t, "link_busy_ns": t,
+//             "bytes_received": b, "recv_wait_ns": t}],
+//  "attributes": <this rank's attribute snapshot, attrs::Snapshot's wire format>}
+// (times: the steady clock, in ns; 0 = not yet). The last three (set by attach())
+// are what theseus-doctor needs to localize slow links, hosts and stragglers:
+// the host of every rank, the transport counters of every peer since the
+// connections opened (whole-window throughput, busy and wait times) and the
+// rank's current measurements (link throughput and bottleneck fractions, waits,
+// time per collective and between collectives: docs/attributes.md).
 #pragma once
 
 #include <atomic>
@@ -30,6 +40,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <nlohmann/json_fwd.hpp>
+#include <vector>
+
+namespace theseus::attrs {
+class AttributeStore;
+}
+namespace theseus::transport {
+class TransportManager;
+}
 
 namespace theseus::telemetry {
 
@@ -40,6 +59,14 @@ class FlightRecorder {
     int rank = 0;
     int nranks = 0;
     uint64_t commHash = 0;
+  };
+
+  // What a dump carries besides the operations (see above); the pointers must
+  // outlive the recorder (the communicator's store and transports do).
+  struct Context {
+    std::vector<int> hostOf;                                // host index of every rank
+    const attrs::AttributeStore* attributes = nullptr;      // may be null
+    const transport::TransportManager* transports = nullptr;  // may be null
   };
 
   explicit FlightRecorder(Identity id, size_t capacity = configuredCapacity());
@@ -57,6 +84,9 @@ class FlightRecorder {
   // What the running operation `id` waits for (idle executor).
   void waiting(uint64_t id, const std::string& what);
 
+  // Once, before operations run.
+  void attach(Context context);
+
   // Any thread.
   std::string json(const std::string& reason) const;
   // Writes json(reason) to THESEUS_FLIGHT_RECORDER_DUMP (when set); the path, or "" when not written.
@@ -67,7 +97,10 @@ class FlightRecorder {
  private:
   struct Entry;
   Entry* slot(uint64_t id) const;
+  void addContext(nlohmann::json* out) const;
   Identity id_;
+  Context context_;
+  uint64_t createdNs_;
   size_t capacity_;
   std::unique_ptr<Entry[]> ring_;
   std::atomic<uint64_t> next_{0};  // ids handed out

@@ -3,7 +3,13 @@
 // (opens in Perfetto's UI and chrome://tracing) when the communicator goes
 // away (destroy, abort, a failure): one complete event per operation (op,
 // collective number, schedule, bytes) on the communicator's track, an instant
-// event per schedule swap (old -> new table, why) and per error.
+// event per schedule swap (old -> new table, why) and per error; the per-peer
+// steps of one operation in THESEUS_TRACE_STEPS (default 100), each step a
+// slice on the track of the peer it receives from (or sends to, when it only
+// sends): when it first moved data, when it finished, how long it waited for
+// data first; and every change of this rank's attributes as a counter track
+// (docs/attributes.md), so a slow link's throughput, a straggler's waits and
+// the doctor's verdicts show next to the operations they explain.
 //
 // Clocks: events carry this rank's steady clock (µs). At creation, with
 // tracing on, the ranks estimate each one's offset to rank 0's clock over the
@@ -12,18 +18,29 @@
 // file's "theseus" block; `theseus-trace merge` shifts every rank onto rank
 // 0's clock and quotes the largest error.
 //
-// Cost: off, one null check per operation; on, an event appended to a vector
-// (op and schedule names are interned, not copied), at most
-// THESEUS_TRACE_MAX_EVENTS per rank (the rest are counted as dropped).
+// Cost: off, one null check per operation (and one per moved piece in the
+// executor: Plan::stepTimes); on, an event appended to a vector (op and
+// schedule names are interned, not copied), at most THESEUS_TRACE_MAX_EVENTS
+// per rank (the rest are counted as dropped); a sampled operation costs one
+// clock read per step when it first moves data and one when it finishes, and
+// an event per step. Attribute changes are traced by the epoch thread, off
+// the collective's path.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "exec/step_timing.h"
+
+namespace theseus::exec {
+struct Plan;
+}  // namespace theseus::exec
 
 namespace theseus::telemetry {
 
@@ -44,6 +61,13 @@ class TraceWriter {
   void operation(const char* op, const char* schedule, uint64_t seq, uint64_t bytes, uint64_t startNs, uint64_t endNs);
   void swap(uint64_t atNs, uint64_t fromSeq, uint64_t oldVersion, uint64_t newVersion, const std::string& why);
   void error(uint64_t atNs, const std::string& what);
+  // Step sampling (the thread that runs operations): the timing buffer for the
+  // next operation's steps when it is one THESEUS_TRACE_STEPS picks, else null.
+  exec::StepTiming* sampleSteps(size_t steps);
+  // That operation finished: one event per step of `plan` (its stepTimes).
+  void steps(const exec::Plan& plan, uint64_t planStartNs);
+  // The epoch thread: attribute `name` of this rank changed to `value`.
+  void attribute(uint64_t atNs, const std::string& name, double value);
   // Writes the file (once; later calls do nothing). Returns its path, or "" (a WARN says why).
   std::string finish();
 
@@ -51,10 +75,11 @@ class TraceWriter {
   explicit TraceWriter(Identity id, std::string dir) : id_(id), dir_(std::move(dir)) {}
   uint32_t intern(const char* s);
   struct Event {
-    uint8_t kind;  // 0 operation, 1 swap, 2 error
-    uint32_t name, detail;  // interned: op / schedule, or texts
-    uint64_t seq, bytes, startNs, endNs, a, b;
+    uint8_t kind;  // 0 operation, 1 swap, 2 error, 3 step, 4 attribute
+    uint32_t name, detail;  // interned: op / schedule, step op / -, attribute name / -, or texts
+    uint64_t seq, bytes, startNs, endNs, a, b;  // step: a = peer, b = wait ns; attribute: a = value's bits
   };
+  nlohmann::json eventJson(const Event& e) const;
   Identity id_;
   std::string dir_;
   std::mutex mu_;
@@ -63,6 +88,10 @@ class TraceWriter {
   std::unordered_map<const char*, uint32_t> interned_;
   std::array<std::pair<const char*, uint32_t>, 4> recent_{};  // the last names interned
   size_t recentNext_ = 0;
+  std::unordered_map<std::string, uint32_t> attributeNames_;  // interned attribute names
+  std::vector<exec::StepTiming> stepTimes_;  // the sampled operation's (the operations' thread)
+  uint64_t stepEvery_ = 0;                   // THESEUS_TRACE_STEPS (0: never)
+  uint64_t untilSample_ = 0;                 // operations before the next sampled one
   size_t maxEvents_ = 0;
   uint64_t dropped_ = 0;
   int64_t offsetNs_ = 0, errorNs_ = -1;

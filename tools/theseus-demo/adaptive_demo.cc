@@ -4,16 +4,21 @@
 // run (the script sets it); rank 0 prints, per phase, the time per step and
 // the bus bandwidth, the link throughput rank 0 measured, every decision table
 // that took effect (at which collective, which schedule, and why), and a
-// one-line summary the script puts next to the other policy's.
+// one-line summary the script puts next to the other policy's. With --out DIR,
+// every rank writes its flight recorder at the end of the degraded phase to
+// DIR/<label>.fr.<rank> (what theseus-doctor reads), and rank 0 writes the
+// bus bandwidth of every step to DIR/<label>.steps and the first schedule
+// swap of the degraded phase to DIR/<label>.swap (the script plots them).
 //
 // Usage (normally through scripts/demo.sh):
-//   theseus-demo [--bytes N] [--steps A,B,C] [--compute-ms M] [--label text]
+//   theseus-demo [--bytes N] [--steps A,B,C] [--compute-ms M] [--label text] [--out DIR]
 //     --steps A,B,C  A healthy steps, then B steps with the link degraded, then C healed;
 //                    THESEUS_EMULATE's window should be seq=A-(A+B) to match
 //     --compute-ms M the "forward and backward pass" of each step: M ms of
 //                    sleep before its allreduce (the policy's ages and dwell
 //                    are in milliseconds, so the loop should take real time)
 // Environment: THESEUS_RANK/THESEUS_NRANKS (or RANK/WORLD_SIZE) and NCCL_COMM_ID.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/query_text.h"
 #include "../common/rank_env.h"
 #include "nccl.h"
 #include "theseus/theseus.h"
@@ -29,6 +35,7 @@
 namespace {
 
 using theseus::tools::envInt;
+using theseus::tools::queryText;
 
 using theseus::tools::ncclOk;
 
@@ -37,6 +44,7 @@ struct Options {
   int steps[3] = {30, 60, 40};
   int computeMs = 0;
   std::string label = "demo";
+  std::string out;  // "" : no files
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -51,20 +59,13 @@ bool parse(int argc, char** argv, Options* o) {
       if (o->computeMs < 0 || o->computeMs > 10000) return false;
     } else if (a == "--label" && i + 1 < argc) {
       o->label = argv[++i];
+    } else if (a == "--out" && i + 1 < argc) {
+      o->out = argv[++i];
     } else {
       return false;
     }
   }
   return o->bytes >= 1024 && o->steps[0] > 0 && o->steps[1] >= 0 && o->steps[2] > 0;
-}
-
-std::string text(ncclResult_t (*get)(ncclComm_t, char*, size_t, size_t*), ncclComm_t comm) {
-  size_t needed = 0;
-  if (get(comm, nullptr, 0, &needed) != ncclSuccess) return "";
-  std::string s(needed, '\0');
-  if (get(comm, s.data(), needed, &needed) != ncclSuccess) return "";
-  s.resize(needed - 1);
-  return s;
 }
 
 // A JSON string field of one decision-log line (the log is our own format: no escapes but \" and \\).
@@ -100,7 +101,7 @@ std::string allreduceSchedule(const std::string& line, size_t bytes) {
 }
 
 void printDecisions(ncclComm_t comm, size_t bytes) {
-  std::string log = text(theseusGetDecisionLog, comm);
+  std::string log = queryText(comm, theseusGetDecisionLog);
   printf("  decision tables that took effect (the same on every rank):\n");
   std::string previous;
   size_t start = 0;
@@ -120,7 +121,7 @@ void printDecisions(ncclComm_t comm, size_t bytes) {
 // The first collective in [from, to) at which the large-message allreduce
 // schedule changed, or -1.
 int firstSwapIn(ncclComm_t comm, size_t bytes, int from, int to) {
-  std::string log = text(theseusGetDecisionLog, comm), previous;
+  std::string log = queryText(comm, theseusGetDecisionLog), previous;
   size_t start = 0;
   while (start < log.size()) {
     size_t end = log.find('\n', start);
@@ -132,6 +133,16 @@ int firstSwapIn(ncclComm_t comm, size_t bytes, int from, int to) {
     previous = sched;
   }
   return -1;
+}
+
+void writeFile(const std::string& path, const std::string& content) {
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    fprintf(stderr, "theseus-demo: cannot write %s: %s\n", path.c_str(), strerror(errno));
+    return;
+  }
+  fwrite(content.data(), 1, content.size(), f);
+  fclose(f);
 }
 
 double linkGbps(ncclComm_t comm, const char* name) {
@@ -147,7 +158,8 @@ int main(int argc, char** argv) {
   Options opt;
   if (!parse(argc, argv, &opt)) {
     fprintf(stderr,
-            "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--compute-ms M] [--label text]\n");
+            "usage: theseus-demo [--bytes N] [--steps healthy,degraded,healed] [--compute-ms M] [--label text] "
+            "[--out DIR]\n");
     return 2;
   }
   const int rank = envInt("THESEUS_RANK", "RANK");
@@ -182,6 +194,9 @@ int main(int argc, char** argv) {
       }
     }
     linkSeen[phase] = linkGbps(comm, "link.0.1.gbps");
+    if (phase == 1 && !opt.out.empty())  // the degraded phase, for theseus-doctor
+      writeFile(opt.out + "/" + opt.label + ".fr." + std::to_string(rank),
+                queryText(comm, theseusGetFlightRecorder));
   }
   if (rank == 0) {
     printf("== %s: %d ranks, allreduce of %.1f MiB per step\n", opt.label.c_str(), nranks, opt.bytes / 1048576.0);
@@ -213,6 +228,16 @@ int main(int argc, char** argv) {
       }
     }
     printDecisions(comm, opt.bytes);
+    if (!opt.out.empty()) {
+      std::string steps = "# step busbw_GBps\n";
+      for (size_t s = 0; s < stepSec.size(); ++s) {
+        double perMs = 0;
+        steps += std::to_string(s) + " " + std::to_string(busbwOf(static_cast<int>(s), static_cast<int>(s), &perMs)) + "\n";
+      }
+      writeFile(opt.out + "/" + opt.label + ".steps", steps);
+      writeFile(opt.out + "/" + opt.label + ".swap",
+                std::to_string(firstSwapIn(comm, opt.bytes, opt.steps[0], opt.steps[0] + opt.steps[1])) + "\n");
+    }
     printf("SUMMARY %s %.3f %.3f %.3f\n", opt.label.c_str(), busbw[0], busbw[1], busbw[2]);
     fflush(stdout);
   }

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // One track per communicator, numbered in order of appearance.
+  // Tracks per communicator, numbered in order of appearance: kTracksPerComm apart.
+  constexpr int kTracksPerComm = 1 << 16;
   std::map<std::string, int> trackOf;
   std::set<int> ranks;
   int64_t maxError = 0;
@@ -95,10 +96,13 @@ int main(int argc, char** argv) {
     sources.push_back({{"file", path}, {"rank", rank}, {"comm", comm}, {"clock_offset_ns", offset},
                        {"clock_error_ns", error}});
     for (auto& e : j["traceEvents"]) {
+      // A rank's tracks: 0 the communicator's operations, 1 + p its steps with peer p.
+      const int tid = e.value("tid", 0);
       e["pid"] = rank;
-      e["tid"] = track;
+      e["tid"] = track * kTracksPerComm + tid;
       if (e.value("ph", "") == "M") {
-        if (e.value("name", "") == "thread_name") e["args"]["name"] = "comm " + comm;
+        if (e.value("name", "") == "thread_name")
+          e["args"]["name"] = "comm " + comm + (tid == 0 ? "" : ": steps with peer " + std::to_string(tid - 1));
       } else if (e.contains("ts")) {
         e["ts"] = e["ts"].get<double>() + static_cast<double>(offset) / 1e3;  // onto rank 0's clock
       }

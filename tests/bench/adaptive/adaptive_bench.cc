@@ -16,6 +16,9 @@
 //     SWAP_EVERY) with 8-byte allreduces: the time of the collective at which a
 //     table takes effect minus the next one (same table, warm), against the
 //     median 8-byte allreduce (target: at most one small collective).
+//  4. Cost of tracing. THESEUS_TRACE on (per-peer steps of one operation in
+//     100, attribute changes) against off, at 8 B and 64 MiB (targets: within
+//     10% and 3%).
 //
 // Run: <build>/bin/adaptive_bench [--gtest_filter=*Cost*]   (or ctest -L bench -R adaptive -V)
 // Quote ratios from one run, on a quiet machine (check `uptime`).
@@ -32,6 +35,7 @@
 
 #include "../../mp/epoch/adaptive_common.h"
 #include "mp_test.h"
+#include "test_files.h"
 
 using theseus::test::runRanks;
 using theseus::test::SpawnOptions;
@@ -194,46 +198,55 @@ double meanOf(ncclComm_t comm, std::vector<float>& buf, int iters, ncclResult_t*
   return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
 }
 
+// An interleaved A/B in one process: allreduces on communicator `a`, then on `b`, alternating which
+// goes first each round (drifting load favours neither); prints the ratio b / a per size.
+struct CostSize {
+  size_t bytes;
+  int iters, rounds;
+  double target;  // b within this fraction of a
+};
+
+int compareAB(const theseus::test::RankContext& ctx, ncclComm_t a, ncclComm_t b, const char* tag, const char* nameA,
+              const char* nameB, const std::vector<CostSize>& sizes) {
+  for (const CostSize& sz : sizes) {
+    std::vector<float> buf(std::max<size_t>(sz.bytes / sizeof(float), 1), 1.f);
+    ncclResult_t r = ncclSuccess;
+    meanOf(a, buf, sz.iters / 2 + 1, &r);  // warm up both
+    meanOf(b, buf, sz.iters / 2 + 1, &r);
+    std::vector<double> ta, tb;
+    for (int round = 0; round < sz.rounds; ++round) {
+      if (round % 2 == 0) {
+        ta.push_back(meanOf(a, buf, sz.iters, &r));
+        tb.push_back(meanOf(b, buf, sz.iters, &r));
+      } else {
+        tb.push_back(meanOf(b, buf, sz.iters, &r));
+        ta.push_back(meanOf(a, buf, sz.iters, &r));
+      }
+    }
+    RANK_NCCL(r);
+    const double meanA = std::accumulate(ta.begin(), ta.end(), 0.0) / ta.size();
+    const double meanB = std::accumulate(tb.begin(), tb.end(), 0.0) / tb.size();
+    const double ma = median(ta), mb = median(tb);
+    if (ctx.rank == 0) {
+      printf("%s %d ranks, allreduce %zu B: %s %.2f us, %s %.2f us: ratio %.4f (mean of %d rounds; medians %.2f / "
+             "%.2f us, ratio %.4f); target within %.0f%%: %s\n",
+             tag, ctx.nranks, sz.bytes, nameA, meanA * 1e6, nameB, meanB * 1e6, meanB / meanA, sz.rounds, ma * 1e6,
+             mb * 1e6, mb / ma, sz.target * 100, meanB / meanA <= 1 + sz.target ? "met" : "MISSED");
+      fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 THESEUS_RANK_FN(cost_body) {
   const std::string adaptive = ctx.args.at(0);
   ncclComm_t world, fixed, on;
   RANK_NCCL(ncclCommInitRank(&world, ctx.nranks, ctx.id, ctx.rank));
   if (splitWith(ctx, world, {{"THESEUS_EPOCH", "0"}}, &fixed)) return 1;
   if (splitWith(ctx, world, {{"THESEUS_POLICY", adaptive}}, &on)) return 1;
-  struct Size {
-    size_t bytes;
-    int iters, rounds;
-    double target;
-  };
-  const Size sizes[] = {{8, 2000, 8, 0.05}, {64 << 20, 2, 8, 0.02}};
-  for (const Size& sz : sizes) {
-    std::vector<float> buf(std::max<size_t>(sz.bytes / sizeof(float), 1), 1.f);
-    ncclResult_t r = ncclSuccess;
-    meanOf(fixed, buf, sz.iters / 2 + 1, &r);  // warm up both
-    meanOf(on, buf, sz.iters / 2 + 1, &r);
-    std::vector<double> f, a;
-    for (int round = 0; round < sz.rounds; ++round) {
-      // Alternate which goes first, so drifting load favours neither.
-      if (round % 2 == 0) {
-        f.push_back(meanOf(fixed, buf, sz.iters, &r));
-        a.push_back(meanOf(on, buf, sz.iters, &r));
-      } else {
-        a.push_back(meanOf(on, buf, sz.iters, &r));
-        f.push_back(meanOf(fixed, buf, sz.iters, &r));
-      }
-    }
-    RANK_NCCL(r);
-    double tf = std::accumulate(f.begin(), f.end(), 0.0) / f.size();
-    double ta = std::accumulate(a.begin(), a.end(), 0.0) / a.size();
-    double mf = median(f), ma = median(a);
-    if (ctx.rank == 0) {
-      printf("COST %d ranks, allreduce %zu B: fixed (THESEUS_EPOCH=0) %.2f us, adaptive machinery on %.2f us: "
-             "ratio %.4f (mean of %d rounds; medians %.2f / %.2f us, ratio %.4f); target within %.0f%%: %s\n",
-             ctx.nranks, sz.bytes, tf * 1e6, ta * 1e6, ta / tf, sz.rounds, mf * 1e6, ma * 1e6, ma / mf,
-             sz.target * 100, ta / tf <= 1 + sz.target ? "met" : "MISSED");
-      fflush(stdout);
-    }
-  }
+  if (compareAB(ctx, fixed, on, "COST", "fixed (THESEUS_EPOCH=0)", "adaptive machinery on",
+                {{8, 2000, 8, 0.05}, {64 << 20, 2, 8, 0.02}}))
+    return 1;
   RANK_NCCL(ncclCommDestroy(on));
   RANK_NCCL(ncclCommDestroy(fixed));
   RANK_NCCL(ncclCommDestroy(world));
@@ -246,6 +259,33 @@ TEST(AdaptiveBench, CostWhenNothingChanges) {
   o.args = {std::string(THESEUS_SOURCE_DIR) + "/policies/adaptive.json"};
   EXPECT_RANKS_OK(runRanks("cost_body", 4, o));
   EXPECT_RANKS_OK(runRanks("cost_body", 2, o));
+}
+
+// ---- 4. cost of tracing --------------------------------------------------------------------------
+
+// THESEUS_TRACE on (default step sampling, THESEUS_TRACE_STEPS=100) against off, in one run.
+THESEUS_RANK_FN(trace_cost_body) {
+  const std::string dir = ctx.args.at(0);
+  ncclComm_t world, off, on;
+  RANK_NCCL(ncclCommInitRank(&world, ctx.nranks, ctx.id, ctx.rank));
+  if (splitWith(ctx, world, {}, &off)) return 1;
+  if (splitWith(ctx, world, {{"THESEUS_TRACE", dir}}, &on)) return 1;
+  if (compareAB(ctx, off, on, "TRACE", "tracing off", "tracing on", {{8, 2000, 20, 0.10}, {64 << 20, 2, 12, 0.03}}))
+    return 1;
+  RANK_NCCL(ncclCommDestroy(on));
+  RANK_NCCL(ncclCommDestroy(off));
+  RANK_NCCL(ncclCommDestroy(world));
+  return 0;
+}
+
+TEST(AdaptiveBench, CostOfTracing) {
+  const std::string dir = theseus::test::makeTempDir("theseus-trace-cost");
+  ASSERT_FALSE(dir.empty());
+  SpawnOptions o;
+  o.timeoutSec = 900;
+  o.args = {dir};
+  EXPECT_RANKS_OK(runRanks("trace_cost_body", 4, o));
+  (void)system(("rm -rf " + dir).c_str());
 }
 
 // ---- 3. cost of a swap ---------------------------------------------------------------------------

@@ -44,17 +44,24 @@ std::string LinkShaper::slowLink(int from, int to, const std::string& rate) {
   return "";
 }
 
+std::string LinkShaper::tbf(const std::string& ns, const std::string& dev, const std::string& rate) {
+  if (std::string err = run({"tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst",
+                             "64kb", "latency", "100ms"});
+      !err.empty())
+    return err;
+  shaped_.emplace_back(ns, dev);
+  return "";
+}
+
 std::string LinkShaper::slowHost(int host, const std::string& rate) {
   if (host < 0 || host >= hosts()) return "slowHost: no such host";
-  const std::pair<std::string, std::string> ports[] = {{ns_[host], "eth0"}, {bridge_, "v" + std::to_string(host)}};
-  for (const auto& [ns, dev] : ports) {
-    if (std::string err = run({"tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst",
-                               "64kb", "latency", "100ms"});
-        !err.empty())
-      return err;
-    shaped_.emplace_back(ns, dev);
-  }
-  return "";
+  if (std::string err = tbf(ns_[host], "eth0", rate); !err.empty()) return err;
+  return tbf(bridge_, "v" + std::to_string(host), rate);
+}
+
+std::string LinkShaper::slowEgress(int host, const std::string& rate) {
+  if (host < 0 || host >= hosts()) return "slowEgress: no such host";
+  return tbf(ns_[host], "eth0", rate);
 }
 
 std::string LinkShaper::healAll() {

@@ -8,6 +8,8 @@
 //   slow host h        a tbf at `rate` on h's eth0 (all it sends) and on its
 //                      switch port v<h> in the bridge namespace (all it
 //                      receives): every link of the host is slow;
+//   slow NIC of h      the tbf on h's eth0 only: everything h sends is slow,
+//                      what it receives is not;
 //   heal               the root qdiscs go again.
 //
 // The namespaces come from theseus-run (THESEUS_RUN_NETNS, _ADDRS, _BRIDGE).
@@ -32,10 +34,12 @@ class LinkShaper {
   // Each returns "" or the failed command with its error output.
   std::string slowLink(int from, int to, const std::string& rate);
   std::string slowHost(int host, const std::string& rate);
+  std::string slowEgress(int host, const std::string& rate);
   std::string healAll();
 
  private:
   std::string run(const std::vector<std::string>& argv);
+  std::string tbf(const std::string& ns, const std::string& dev, const std::string& rate);
   std::vector<std::string> ns_, addrs_;
   std::string bridge_;
   std::vector<std::pair<std::string, std::string>> shaped_;  // (namespace, device) with a root qdisc

@@ -54,6 +54,14 @@ THESEUS_RANK_FN(fr_api) {
     RANK_CHECK(e[i]["seq"] == i && e[i]["end_ns"].get<uint64_t>() >= e[i]["start_ns"].get<uint64_t>());
   }
   RANK_CHECK(e[5]["op"] == "send/recv" && e[5]["state"] == "done" && e[5]["count"] == 20);
+  // The doctor's evidence: every rank's host, the traffic with the ring neighbours, the attributes.
+  RANK_CHECK(j["host_of"].size() == static_cast<size_t>(ctx.nranks) && j["host_of"][ctx.rank] == 0);
+  bool next = false;
+  for (const auto& p : j["peers"])
+    next = next || (p["peer"] == (ctx.rank + 1) % ctx.nranks && p["bytes_sent"].get<uint64_t>() > 0);
+  RANK_CHECK(next);
+  RANK_CHECK(j["attributes"]["format"] == 1 && j["attributes"]["rank"] == ctx.rank && j["attributes"]["a"].is_array());
+  RANK_CHECK(j["created_ns"].get<uint64_t>() <= e[0]["start_ns"].get<uint64_t>());
   RANK_NCCL(ncclCommDestroy(comm));
   return 0;
 }

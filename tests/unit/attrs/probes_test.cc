@@ -138,6 +138,24 @@ TEST(ProbeSet, TheLongerOfQueueAndPathTimeMeasuresTheLink) {
   p.observePeerStats(1, st, 1200 * kMs);
   p.publish(s);
   EXPECT_NEAR(s.get("link.0.1.gbps")->value, double(8 * kMiB) / double(50 * kMs), 1e-12);
+  // The path alone (the kernel's view, for the doctor): 8 MiB in 2 ms, whatever the queue said.
+  EXPECT_NEAR(s.get("link.0.1.path_gbps")->value, double(8 * kMiB) / double(2 * kMs), 1e-12);
+}
+
+// Idle time: from the end of one collective to the start of the next (rank.<me>.idle_us).
+TEST(ProbeSet, TheTimeBetweenCollectivesIsIdleTime) {
+  constexpr uint64_t kMs = 1000000;
+  ProbeSet p(2, 4, 1.0);
+  AttributeStore s(2);
+  p.recordCollective(3 * kMs, 100 * kMs);  // ran 97..100 ms
+  p.publish(s);
+  EXPECT_FALSE(s.get("rank.2.idle_us").has_value()) << "no previous collective yet";
+  p.recordCollective(2 * kMs, 125 * kMs);  // ran 123..125 ms: 23 ms after the previous one ended
+  p.publish(s);
+  EXPECT_DOUBLE_EQ(s.get("rank.2.idle_us")->value, 23000);
+  p.recordCollective(10 * kMs, 130 * kMs);  // started before the previous one ended (a group): no sample
+  p.publish(s);
+  EXPECT_DOUBLE_EQ(s.get("rank.2.idle_us")->value, 23000);
 }
 
 // Every probe is its own sample (no averaging), published as probe_gbps.

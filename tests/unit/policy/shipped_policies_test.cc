@@ -1,6 +1,7 @@
 // The shipped policies: the built-in static policy is policies/static.json and
 // reproduces default_selector's choices; policies/adaptive.json reacts to slow
-// links, unhealthy NICs and stragglers, and switches back when they recover.
+// links, unhealthy NICs and stragglers, and switches back when they recover;
+// policies/doctor.json reacts to the doctor's live verdicts (doctor.* attributes).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -244,6 +245,50 @@ TEST_F(AdaptivePolicy, StragglerRootsAllreduceTrees) {
     view_.set("rank." + std::to_string(r) + ".wait_us", 40, attrs::Source::kProbe, 0, now_);
   for (int i = 0; i < 4; ++i) tick(6);
   EXPECT_TRUE(sameChoices(current_, defaultTable(6, 1))) << current_.describe();
+}
+
+// policies/doctor.json: the leader's doctor publishes doctor.slow_host.<h> and
+// doctor.compute_straggler.<r> (doctor/live_doctor.h); the policy routes around them.
+class DoctorPolicy : public AdaptivePolicy {
+ protected:
+  void SetUp() override {
+    auto p = load(THESEUS_SOURCE_DIR "/policies/doctor.json");
+    ASSERT_TRUE(p.isOk()) << p.status().message();
+    policy_ = p.take();
+  }
+};
+
+TEST_F(DoctorPolicy, ASlowHostVerdictKeepsTrafficInsideHostsUntilItIsWithdrawn) {
+  const std::vector<int> hosts = {0, 0, 1, 1, 2, 2};
+  EXPECT_TRUE(sameChoices(tick(6, hosts), defaultTable(6, 3))) << current_.describe();
+  view_.set("doctor.slow_host.1", 12.5, attrs::Source::kProbe, 0, now_);
+  view_.set("doctor.culprit.rank", 2, attrs::Source::kProbe, 0, now_);
+  tick(6, hosts);
+  const DecisionTable& t = tick(6, hosts);  // hold 2
+  EXPECT_EQ(swaps_, 1);
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kBroadcast})
+    EXPECT_EQ(t.lookup(c, 1 << 20)->schedule, "hierarchical") << schedule::collectiveName(c);
+  EXPECT_NE(t.lookup(Collective::kAllReduce, 1 << 20)->why.find("slow host"), std::string::npos);
+  // The verdict is withdrawn (the leader clears the attribute): back to the static choice.
+  view_.forgetRank(0);
+  for (int i = 0; i < 4; ++i) tick(6, hosts);
+  EXPECT_TRUE(sameChoices(current_, defaultTable(6, 3))) << current_.describe();
+}
+
+TEST_F(DoctorPolicy, AComputeStragglerVerdictRootsAllreduceTreesAtIt) {
+  for (int r = 0; r < 6; ++r)
+    view_.set("rank." + std::to_string(r) + ".wait_us", r == 4 ? 20000 : 50, attrs::Source::kProbe, r, now_);
+  // Waits alone change nothing: this policy follows the doctor's verdict, not raw waits.
+  tick(6);
+  tick(6);
+  EXPECT_TRUE(sameChoices(tick(6), defaultTable(6, 1))) << current_.describe();
+  view_.set("doctor.compute_straggler.4", 20000, attrs::Source::kProbe, 0, now_);
+  tick(6);
+  const DecisionTable& t = tick(6);
+  const Decision* d = t.lookup(Collective::kAllReduce, 1 << 20);
+  EXPECT_EQ(d->schedule, "double_binary_tree") << t.describe();
+  ASSERT_FALSE(d->params.order.empty());
+  EXPECT_EQ(d->params.order[0], 4);
 }
 
 }  // namespace
