@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -98,7 +99,11 @@ size_t FlightRecorder::configuredCapacity() {
 }
 
 FlightRecorder::FlightRecorder(Identity id, size_t capacity)
-    : id_(id), createdNs_(nowNs()), capacity_(std::max<size_t>(capacity, 1)), ring_(new Entry[capacity_]) {
+    : id_(id),
+      createdNs_(nowNs()),
+      capacity_(std::max<size_t>(capacity, 1)),
+      ringMask_(std::bit_ceil(capacity_) - 1),
+      ring_(new Entry[ringMask_ + 1]) {
   installSignalOnce();
   std::lock_guard lock(registryMu);
   registry().insert(this);
@@ -111,7 +116,9 @@ FlightRecorder::~FlightRecorder() {
 
 void FlightRecorder::attach(Context context) { context_ = std::move(context); }
 
-FlightRecorder::Entry* FlightRecorder::slot(uint64_t id) const { return &ring_[(id - 1) % capacity_]; }
+// The ring holds a power of two of entries (a mask, not a division, per operation); dumps
+// report the last capacity_ of them.
+FlightRecorder::Entry* FlightRecorder::slot(uint64_t id) const { return &ring_[(id - 1) & ringMask_]; }
 
 uint64_t FlightRecorder::queued(uint64_t seq, const char* op, const char* schedule, uint64_t count, const char* dtype,
                                 uint64_t bytes, int peer) {

@@ -101,7 +101,8 @@ class FlightRecorder {
   Identity id_;
   Context context_;
   uint64_t createdNs_;
-  size_t capacity_;
+  size_t capacity_;  // entries a dump reports (THESEUS_FLIGHT_RECORDER_ENTRIES)
+  size_t ringMask_;  // the ring's size (a power of two >= capacity_) - 1
   std::unique_ptr<Entry[]> ring_;
   std::atomic<uint64_t> next_{0};  // ids handed out
   mutable std::mutex textMu_;      // the entries' waiting/error texts

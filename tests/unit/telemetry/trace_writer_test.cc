@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -100,6 +101,45 @@ TEST(TraceWriter, OneOperationInNHasItsStepsOnItsPeersTracks) {
   EXPECT_EQ(ops, 7);
   EXPECT_EQ(steps, 3 * 2);  // operations 0, 3 and 6
   EXPECT_EQ(counter, std::vector<double>({2.5, 1.5}));
+}
+
+// The file is streamed text, not a document built in memory: texts with quotes, control bytes and
+// bytes that are not UTF-8, a value that is not a number and times to the nanosecond must still
+// make valid JSON with the same values.
+TEST(TraceWriter, TextsAndNumbersSurviveTheStream) {
+  TraceDir dir;
+  auto w = TraceWriter::create({2, 3, 0x1234});
+  ASSERT_NE(w, nullptr);
+  w->setClock(-1500, 40);
+  w->operation("allreduce", "ring", 5, 64, 1'234'567'891, 1'234'568'000);
+  w->swap(1'300'000'001, 6, 1, 2, "link \"0->1\" slow\n\ttab \xff\xfe end");
+  w->error(1'400'000'000, "peer 1: \x01 died");
+  w->attribute(1'500'000'000, "link.0.1.gbps", std::nan(""));
+  w->attribute(1'500'000'001, "rank.2.idle_us", 1e-7);
+  const std::string path = w->finish();
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(w->finish(), "") << "written once";
+  auto j = readTrace(path);
+  EXPECT_EQ(j["theseus"]["rank"], 2);
+  EXPECT_EQ(j["theseus"]["nranks"], 3);
+  EXPECT_EQ(j["theseus"]["comm"], "0000000000001234");
+  EXPECT_EQ(j["theseus"]["clock_offset_ns"], -1500);
+  EXPECT_EQ(j["theseus"]["clock_error_ns"], 40);
+  EXPECT_EQ(j["theseus"]["dropped_events"], 0);
+  const auto& ev = j["traceEvents"];
+  ASSERT_EQ(ev.size(), 2u + 5u);  // process and thread names, then the five events in order
+  EXPECT_EQ(ev[2]["name"], "allreduce");
+  EXPECT_EQ(ev[2]["pid"], 2);
+  EXPECT_DOUBLE_EQ(ev[2]["ts"].get<double>(), 1234567.891);
+  EXPECT_DOUBLE_EQ(ev[2]["dur"].get<double>(), 0.109);
+  EXPECT_EQ(ev[2]["args"]["schedule"], "ring");
+  EXPECT_EQ(ev[3]["name"], "schedule swap");
+  EXPECT_EQ(ev[3]["args"]["why"], "link \"0->1\" slow\n\ttab \xEF\xBF\xBD\xEF\xBF\xBD end");
+  EXPECT_EQ(ev[3]["args"]["from_seq"], 6);
+  EXPECT_EQ(ev[3]["args"]["new_version"], 2);
+  EXPECT_EQ(ev[4]["args"]["why"], "peer 1: \x01 died");
+  EXPECT_TRUE(ev[5]["args"]["value"].is_null()) << "JSON has no NaN";
+  EXPECT_DOUBLE_EQ(ev[6]["args"]["value"].get<double>(), 1e-7);
 }
 
 TEST(TraceWriter, StepSamplingOffTracesNoStep) {

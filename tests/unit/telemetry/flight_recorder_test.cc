@@ -1,0 +1,36 @@
+// The flight recorder's ring (telemetry/flight_recorder.h): it keeps a power of two of entries so
+// an operation costs a mask, not a division, but a dump reports exactly the configured number of
+// the newest operations, in order, whatever the configured number is.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "telemetry/flight_recorder.h"
+
+namespace theseus::telemetry {
+
+TEST(FlightRecorder, ADumpHoldsTheConfiguredNumberOfNewestOperations) {
+  for (size_t capacity : {1u, 3u, 4u, 5u, 256u}) {
+    FlightRecorder fr({1, 2, 0x77}, capacity);
+    const uint64_t total = 2 * capacity + 3;
+    for (uint64_t i = 0; i < total; ++i) {
+      const uint64_t id = fr.queued(100 + i, "allreduce", "ring", 8, "float", 32, -1);
+      EXPECT_EQ(id, i + 1);
+      fr.started(id, 1000 * (i + 1));
+      if (i + 1 < total) fr.done(id, 1000 * (i + 1) + 500);
+    }
+    const auto j = nlohmann::json::parse(fr.json("test"));
+    const auto& entries = j["entries"];
+    ASSERT_EQ(entries.size(), capacity) << capacity;
+    for (size_t k = 0; k < capacity; ++k) {
+      const uint64_t id = total - capacity + 1 + k;
+      EXPECT_EQ(entries[k]["id"], id) << capacity;
+      EXPECT_EQ(entries[k]["seq"], 99 + id) << capacity;
+      EXPECT_EQ(entries[k]["start_ns"], 1000 * id) << capacity;
+      EXPECT_EQ(entries[k]["state"], id == total ? "running" : "done") << capacity;
+    }
+  }
+}
+
+}  // namespace theseus::telemetry
