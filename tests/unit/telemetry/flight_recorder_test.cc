@@ -3,6 +3,8 @@
 // the newest operations, in order, whatever the configured number is.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,6 +33,23 @@ TEST(FlightRecorder, ADumpHoldsTheConfiguredNumberOfNewestOperations) {
       EXPECT_EQ(entries[k]["state"], id == total ? "running" : "done") << capacity;
     }
   }
+}
+
+// What the always-on recorder costs an operation, measured alone (printed; the machine's noise
+// drowns it in a collective's time): its three calls with the default capacity.
+TEST(FlightRecorder, CostPerOperation) {
+  FlightRecorder fr({0, 2, 1});
+  constexpr int kOps = 2000000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kOps; ++i) {
+    const uint64_t id = fr.queued(static_cast<uint64_t>(i), "allreduce", "ring", 2, "float", 8, -1);
+    fr.started(id, static_cast<uint64_t>(i));
+    fr.done(id, static_cast<uint64_t>(i) + 1);
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kOps;
+  printf("flight recorder: %.1f ns per operation, %.2f%% of a 1.2 us 8-byte allreduce (2 ranks, shared memory)\n",
+         ns, ns / 12.0);
+  EXPECT_LT(ns, 120) << "a tenth of the fastest collective";
 }
 
 }  // namespace theseus::telemetry
