@@ -39,7 +39,7 @@ std::unique_ptr<TraceWriter> TraceWriter::create(Identity id) {
   if (dir.empty()) return nullptr;
   auto w = std::unique_ptr<TraceWriter>(new TraceWriter(id, dir));
   w->maxEvents_ = static_cast<size_t>(std::max<int64_t>(kMaxEvents.get(), 0));
-  w->events_.reserve(std::min<size_t>(w->maxEvents_, 1 << 16));
+  w->events_ = std::make_unique<ChunkedLog<Event>>(w->maxEvents_);
   w->stepEvery_ = static_cast<uint64_t>(std::max<int64_t>(kSteps.get(), 0));
   w->untilSample_ = 0;  // the first operation is traced step by step
   return w;
@@ -69,14 +69,18 @@ uint32_t TraceWriter::intern(const char* s) {
   return index;
 }
 
+void TraceWriter::keep(const Event& e) {
+  if (!events_->push(e)) ++dropped_;  // no memory for another chunk
+}
+
 void TraceWriter::operation(const char* op, const char* schedule, uint64_t seq, uint64_t bytes, uint64_t startNs,
                             uint64_t endNs) {
   std::lock_guard lock(mu_);  // uncontended: only finish() takes it from elsewhere
-  if (events_.size() >= maxEvents_) {
+  if (events_->size() >= maxEvents_) {
     ++dropped_;
     return;
   }
-  events_.push_back(Event{0, intern(op), intern(schedule), seq, bytes, startNs, endNs, 0, 0});
+  keep(Event{0, intern(op), intern(schedule), seq, bytes, startNs, endNs, 0, 0});
 }
 
 exec::StepTiming* TraceWriter::sampleSteps(size_t steps) {
@@ -98,20 +102,20 @@ void TraceWriter::steps(const exec::Plan& plan, uint64_t planStartNs) {
     const exec::StepTiming& t = plan.stepTimes[i];
     const int peer = st.recvPeer >= 0 ? st.recvPeer : st.sendPeer;
     if (peer < 0 || t.endNs == 0) continue;  // local copies and reductions: not a peer's step
-    if (events_.size() >= maxEvents_) {
+    if (events_->size() >= maxEvents_) {
       ++dropped_;
       continue;
     }
     const uint64_t first = t.firstNs != 0 ? t.firstNs : t.endNs;
     const uint64_t waited = first > planStartNs ? first - planStartNs : 0;
-    events_.push_back(Event{3, intern(schedule::opName(st.op)), static_cast<uint32_t>(i), plan.seq, st.bytes,
+    keep(Event{3, intern(schedule::opName(st.op)), static_cast<uint32_t>(i), plan.seq, st.bytes,
                             std::min(first, t.endNs), t.endNs, static_cast<uint64_t>(peer), waited});
   }
 }
 
 void TraceWriter::attribute(uint64_t atNs, const std::string& name, double value) {
   std::lock_guard lock(mu_);
-  if (events_.size() >= maxEvents_) {
+  if (events_->size() >= maxEvents_) {
     ++dropped_;
     return;
   }
@@ -119,21 +123,21 @@ void TraceWriter::attribute(uint64_t atNs, const std::string& name, double value
   if (added) strings_.push_back(name);
   uint64_t bits;
   memcpy(&bits, &value, sizeof(bits));
-  events_.push_back(Event{4, it->second, 0, 0, 0, atNs, atNs, bits, 0});
+  keep(Event{4, it->second, 0, 0, 0, atNs, atNs, bits, 0});
 }
 
 void TraceWriter::swap(uint64_t atNs, uint64_t fromSeq, uint64_t oldVersion, uint64_t newVersion,
                        const std::string& why) {
   std::lock_guard lock(mu_);
   strings_.push_back(why);
-  events_.push_back(Event{1, 0, static_cast<uint32_t>(strings_.size() - 1), fromSeq, 0, atNs, atNs, oldVersion,
+  keep(Event{1, 0, static_cast<uint32_t>(strings_.size() - 1), fromSeq, 0, atNs, atNs, oldVersion,
                           newVersion});
 }
 
 void TraceWriter::error(uint64_t atNs, const std::string& what) {
   std::lock_guard lock(mu_);
   strings_.push_back(what);
-  events_.push_back(Event{2, 0, static_cast<uint32_t>(strings_.size() - 1), 0, 0, atNs, atNs, 0, 0});
+  keep(Event{2, 0, static_cast<uint32_t>(strings_.size() - 1), 0, 0, atNs, atNs, 0, 0});
 }
 
 // The file is streamed, event by event, into a buffer written out every
@@ -256,7 +260,7 @@ std::string TraceWriter::finish() {
   out.raw(",\"tid\":0,\"args\":{\"name\":\"comm ").raw(hash).raw("\"}}");
   std::vector<bool> peerTrack(static_cast<size_t>(std::max(id_.nranks, 0)), false);
   bool ok = true;
-  for (const Event& e : events_) {
+  events_->forEach([&](const Event& e) {
     if (e.kind == 3 && e.a < peerTrack.size() && !peerTrack[e.a]) {
       peerTrack[e.a] = true;
       out.raw(",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").raw(rankText_).raw(",\"tid\":").num(1 + e.a);
@@ -265,7 +269,7 @@ std::string TraceWriter::finish() {
     out.raw(",");
     writeEvent(out, e, q);
     ok = out.flushIfFull() && ok;
-  }
+  });
   out.raw("],\"displayTimeUnit\":\"ns\",\"theseus\":{\"format\":1,\"rank\":").raw(rankText_);
   out.raw(",\"nranks\":").num(int64_t{id_.nranks}).raw(",\"comm\":\"").raw(hash).raw("\",\"clock_offset_ns\":");
   out.num(offsetNs_).raw(",\"clock_error_ns\":").num(errorNs_).raw(",\"dropped_events\":").num(dropped_).raw("}}\n");
@@ -274,7 +278,7 @@ std::string TraceWriter::finish() {
     TH_WARN("THESEUS_TRACE: cannot write %s: %s", path.c_str(), strerror(errno));
     return "";
   }
-  TH_INFO(log::kInit, "rank %d: trace of %zu events written to %s", id_.rank, events_.size(), path.c_str());
+  TH_INFO(log::kInit, "rank %d: trace of %zu events written to %s", id_.rank, events_->size(), path.c_str());
   return path;
 }
 

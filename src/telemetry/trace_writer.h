@@ -19,7 +19,7 @@
 // 0's clock and quotes the largest error.
 //
 // Cost: off, one null check per operation (and one per moved piece in the
-// executor: Plan::stepTimes); on, an event appended to a vector (op and
+// executor: Plan::stepTimes); on, an event appended to a chunked log (op and
 // schedule names are interned, not copied), at most THESEUS_TRACE_MAX_EVENTS
 // per rank (the rest are counted as dropped); a sampled operation costs one
 // clock read per step when it first moves data and one when it finishes, and
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "exec/step_timing.h"
+#include "telemetry/chunked_log.h"
 
 namespace theseus::exec {
 struct Plan;
@@ -84,7 +85,8 @@ class TraceWriter {
   Identity id_;
   std::string dir_;
   std::mutex mu_;
-  std::vector<Event> events_;
+  void keep(const Event& e);  // under mu_
+  std::unique_ptr<ChunkedLog<Event>> events_;
   std::vector<std::string> strings_;
   std::unordered_map<const char*, uint32_t> interned_;
   std::array<std::pair<const char*, uint32_t>, 4> recent_{};  // the last names interned
