@@ -31,13 +31,14 @@ REPO_CORPUS=tests/fuzz/corpus
 MAX_CORPUS_KB=${MAX_CORPUS_KB:-300}
 
 ALL_TARGETS=(schedule_json msccl_xml policy_json condition attributes emulate nccl_algo forced_schedule
-             bootstrap_wire control_messages)
+             bootstrap_wire control_messages doctor_dumps)
 
 # Longest input per target: documents get room for a few ranks' programs, strings stay short.
 max_len() {
   case $1 in
     schedule_json | msccl_xml | policy_json) echo 12288 ;;
     attributes | bootstrap_wire | control_messages) echo 8192 ;;
+    doctor_dumps) echo 49152 ;;
     *) echo 2048 ;;
   esac
 }
@@ -63,6 +64,8 @@ scripts/setup-deps.sh fuzz
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHESEUS_FUZZ=ON \
     -DTHESEUS_CUDA=OFF -DTHESEUS_BUILD_TESTS=OFF
+else
+  cmake -S . -B "$BUILD_DIR" > /dev/null  # picks up targets added since the directory was configured
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
