@@ -39,16 +39,16 @@ const HostIdentity& hostIdentity() {
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     id.hostname = host;
+    const std::string bootId = readFirstLine("/proc/sys/kernel/random/boot_id");
     if (kHostId.isSet()) {
       id.description = "NCCL_HOSTID=" + kHostId.get();
     } else {
       char ns[128] = "";
       ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
       if (n > 0) ns[n] = '\0';
-      id.description = id.hostname + "|" + readFirstLine("/proc/sys/kernel/random/boot_id") + "|" + ns;
+      id.description = id.hostname + "|" + bootId + "|" + ns;
     }
     id.hash = hostHashOf(id.description);
-    const std::string bootId = readFirstLine("/proc/sys/kernel/random/boot_id");
     id.machineHash = bootId.empty() ? id.hash : hostHashOf("boot|" + bootId);
   });
   return id;

@@ -492,7 +492,6 @@ void LinkVerdicts::spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs,
         markSlow(k, state_[k].probeSlowness, nowNs, by);
         state_[k].aliveNs = std::max(state_[k].aliveNs, state_[k].probeNs);
         state_[k].spreadFrom = h;
-        state_[k].spreadOut = out;
       }
     }
   }

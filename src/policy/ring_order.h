@@ -150,7 +150,6 @@ class LinkVerdicts {
     int slowProbes = 0;        // probes in a row past the clean limit
     int agreeing = 0;          // data-path samples in a row that the probe agreed with
     int spreadFrom = -1;       // a slow host's: the host whose confirmed slow link it follows; -1: its own
-    bool spreadOut = false;    // ... in the direction out of that host (else into it)
   };
   void markSlow(size_t k, double slowness, uint64_t nowNs, const char* by);
   void spreadHostVerdicts(const LinkCosts& measured, uint64_t nowNs, double slowRatio);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "common/knobs.h"
@@ -157,13 +158,9 @@ class TraceWriter::JsonStream {
     buf_ += s;
     return *this;
   }
-  JsonStream& num(uint64_t v) {
-    char b[24];
-    auto r = std::to_chars(b, b + sizeof(b), v);
-    buf_.append(b, r.ptr);
-    return *this;
-  }
-  JsonStream& num(int64_t v) {
+  template <typename I>
+    requires std::is_integral_v<I>
+  JsonStream& num(I v) {
     char b[24];
     auto r = std::to_chars(b, b + sizeof(b), v);
     buf_.append(b, r.ptr);
@@ -206,8 +203,8 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
-void TraceWriter::writeEvent(JsonStream& out, const Event& e, const std::vector<std::string>& q) const {
-  const std::string_view pid = rankText_;
+void TraceWriter::writeEvent(JsonStream& out, const Event& e, const std::vector<std::string>& q,
+                             std::string_view pid) const {
   switch (e.kind) {
     case 0:
       out.raw("{\"name\":").raw(q[e.name]).raw(",\"cat\":\"operation\",\"ph\":\"X\",\"ts\":").us(e.startNs);
@@ -217,7 +214,7 @@ void TraceWriter::writeEvent(JsonStream& out, const Event& e, const std::vector<
     case 3:
       out.raw("{\"name\":").raw(q[e.name]).raw(",\"cat\":\"step\",\"ph\":\"X\",\"ts\":").us(e.startNs);
       out.raw(",\"dur\":").us(e.endNs - e.startNs).raw(",\"pid\":").raw(pid).raw(",\"tid\":").num(1 + e.a);
-      out.raw(",\"args\":{\"seq\":").num(e.seq).raw(",\"step\":").num(uint64_t{e.detail}).raw(",\"peer\":");
+      out.raw(",\"args\":{\"seq\":").num(e.seq).raw(",\"step\":").num(e.detail).raw(",\"peer\":");
       out.num(e.a).raw(",\"bytes\":").num(e.bytes).raw(",\"waited_us\":").us(e.b).raw("}}");
       return;
     case 4:
@@ -242,8 +239,8 @@ std::string TraceWriter::finish() {
   finished_ = true;
   char hash[24];
   snprintf(hash, sizeof(hash), "%016" PRIx64, id_.commHash);
-  rankText_ = std::to_string(id_.rank);
-  const std::string path = dir_ + "/theseus-trace." + hash + "." + rankText_ + ".json";
+  const std::string rankText = std::to_string(id_.rank);
+  const std::string path = dir_ + "/theseus-trace." + hash + "." + rankText + ".json";
   FILE* f = fopen(path.c_str(), "w");
   if (f == nullptr) {
     TH_WARN("THESEUS_TRACE: cannot write %s: %s", path.c_str(), strerror(errno));
@@ -254,24 +251,24 @@ std::string TraceWriter::finish() {
   for (const std::string& s : strings_) q.push_back(quoted(s));
 
   JsonStream out(f);
-  out.raw("{\"traceEvents\":[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":").raw(rankText_);
-  out.raw(",\"tid\":0,\"args\":{\"name\":\"rank ").raw(rankText_).raw("\"}},");
-  out.raw("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").raw(rankText_);
+  out.raw("{\"traceEvents\":[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":").raw(rankText);
+  out.raw(",\"tid\":0,\"args\":{\"name\":\"rank ").raw(rankText).raw("\"}},");
+  out.raw("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").raw(rankText);
   out.raw(",\"tid\":0,\"args\":{\"name\":\"comm ").raw(hash).raw("\"}}");
   std::vector<bool> peerTrack(static_cast<size_t>(std::max(id_.nranks, 0)), false);
   bool ok = true;
   events_->forEach([&](const Event& e) {
     if (e.kind == 3 && e.a < peerTrack.size() && !peerTrack[e.a]) {
       peerTrack[e.a] = true;
-      out.raw(",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").raw(rankText_).raw(",\"tid\":").num(1 + e.a);
+      out.raw(",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").raw(rankText).raw(",\"tid\":").num(1 + e.a);
       out.raw(",\"args\":{\"name\":\"steps with peer ").num(e.a).raw("\"}}");
     }
     out.raw(",");
-    writeEvent(out, e, q);
+    writeEvent(out, e, q, rankText);
     ok = out.flushIfFull() && ok;
   });
-  out.raw("],\"displayTimeUnit\":\"ns\",\"theseus\":{\"format\":1,\"rank\":").raw(rankText_);
-  out.raw(",\"nranks\":").num(int64_t{id_.nranks}).raw(",\"comm\":\"").raw(hash).raw("\",\"clock_offset_ns\":");
+  out.raw("],\"displayTimeUnit\":\"ns\",\"theseus\":{\"format\":1,\"rank\":").raw(rankText);
+  out.raw(",\"nranks\":").num(id_.nranks).raw(",\"comm\":\"").raw(hash).raw("\",\"clock_offset_ns\":");
   out.num(offsetNs_).raw(",\"clock_error_ns\":").num(errorNs_).raw(",\"dropped_events\":").num(dropped_).raw("}}\n");
   ok = out.flush() && ok;
   if (fclose(f) != 0 || !ok) {

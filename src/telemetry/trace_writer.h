@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -81,7 +82,8 @@ class TraceWriter {
     uint64_t seq, bytes, startNs, endNs, a, b;  // step: a = peer, b = wait ns; attribute: a = value's bits
   };
   class JsonStream;  // trace_writer.cc
-  void writeEvent(JsonStream& out, const Event& e, const std::vector<std::string>& quoted) const;
+  void writeEvent(JsonStream& out, const Event& e, const std::vector<std::string>& quoted,
+                  std::string_view pid) const;
   Identity id_;
   std::string dir_;
   std::mutex mu_;
@@ -99,7 +101,6 @@ class TraceWriter {
   uint64_t dropped_ = 0;
   int64_t offsetNs_ = 0, errorNs_ = -1;
   bool finished_ = false;
-  std::string rankText_;  // the rank as the file writes it (pid)
 };
 
 }  // namespace theseus::telemetry
