@@ -24,14 +24,13 @@ inline void setRingLinks(attrs::ClusterView& v, int n, double gbps, uint64_t atN
   }
 }
 
-// Only the links a unidirectional ring 0 1 .. n-1 sends over (what a ring measures).
-inline void setRingForward(attrs::ClusterView& v, int n, double gbps, uint64_t atNs) {
-  for (int r = 0; r < n; ++r)
-    v.set("link." + std::to_string(r) + "." + std::to_string((r + 1) % n) + ".gbps", gbps, attrs::Source::kProbe, r, atNs);
-}
-
 inline void setLink(attrs::ClusterView& v, int a, int b, const char* what, double value, uint64_t atNs) {
   v.set("link." + std::to_string(a) + "." + std::to_string(b) + "." + what, value, attrs::Source::kProbe, a, atNs);
+}
+
+// Only the links a unidirectional ring 0 1 .. n-1 sends over (what a ring measures).
+inline void setRingForward(attrs::ClusterView& v, int n, double gbps, uint64_t atNs) {
+  for (int r = 0; r < n; ++r) setLink(v, r, (r + 1) % n, "gbps", gbps, atNs);
 }
 
 inline PolicyInput input(const attrs::ClusterView& v, int n, uint64_t nowNs, std::vector<int> hostOf = {}) {
