@@ -361,6 +361,9 @@ void RootService::forwardToRoot0() {
 void RootService::finishFailure(const std::string& why, uint32_t frameType) {
   TH_INFO(log::kBootstrap, "Bootstrap root %s: communicator creation failed: %s", addr_.toString().c_str(),
           why.c_str());
+  // A root that does not linger frees its address before anyone hears of the failure, so a
+  // rank that retries at once (same NCCL_COMM_ID) can bind it again.
+  if (!linger_) closeFd(&listenFd_);
   sendToAll(frameType, why);
   if (rootIndex_ > 0 && !root0Id_.empty()) {
     // Tell root 0 so its ranks fail now rather than at their timeout.
