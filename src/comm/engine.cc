@@ -201,6 +201,9 @@ Status Engine::health() const {
   if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
   ncclResult_t e = comm_.asyncError();
   if (e != ncclSuccess && e != ncclInProgress) return Status(e, comm_.asyncErrorMessage());
+  if (comm_.transports() != nullptr) {  // a send that failed after its operation moved on
+    if (Status s = comm_.transports()->asyncFailure(); !s.isOk()) return s;
+  }
   if (comm_.bootstrap() != nullptr) {
     std::vector<int> failed = comm_.bootstrap()->failedRanks();
     if (!failed.empty()) {

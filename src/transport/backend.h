@@ -29,6 +29,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/async_failure.h"
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
 #include "transport/transport.h"
@@ -47,6 +48,7 @@ struct BackendContext {
   const AbortFlag* abort = nullptr;
   WakeFn wake = nullptr;         // rings the manager's doorbell
   void* wakeCtx = nullptr;
+  AsyncFailure* failures = nullptr;  // where connections report failures nothing waits on
 };
 
 class Backend {

@@ -76,7 +76,8 @@ const netplugin::NetPlugin* queryIbNetwork(const BackendContext& ctx) {
 
 // rank.<r>.net_up (1 while the port is active, 0 once it went down) and rank.<r>.net_errors (the
 // asynchronous errors the HCA reported: fatal QP and CQ errors) and rank.<r>.net_failovers (its
-// connections that moved to TCP) for the IB device a rank uses.
+// connections that moved to TCP) and rank.<r>.net_away (its connections carried by another HCA now)
+// for the IB device a rank uses.
 void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<std::string, double>>* out) {
   const auto& devices = ib::IbDevices::get().devices();
   if (device < 0 || device >= static_cast<int>(devices.size())) return;
@@ -84,6 +85,7 @@ void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<
   out->emplace_back(prefix + "net_up", d->up.load() ? 1.0 : 0.0);
   out->emplace_back(prefix + "net_errors", static_cast<double>(d->asyncErrors.load()));
   out->emplace_back(prefix + "net_failovers", static_cast<double>(d->failovers.load()));
+  out->emplace_back(prefix + "net_away", static_cast<double>(d->away.load()));
 }
 
 // The IB backend exists on every rank unless IB is off by configuration (NCCL_IB_DISABLE=1, or

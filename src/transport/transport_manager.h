@@ -90,6 +90,10 @@ class TransportManager {
   // it stays allocated for the communicator's life (ncclCommMemStats' Persist).
   virtual uint64_t memoryBytes() const { return 0; }
 
+  // The first failure of a connection that no operation was waiting on (transport/async_failure.h);
+  // ok while there is none. Cheap: the engine asks on every idle millisecond of a wait.
+  virtual Status asyncFailure() const { return Status::ok(); }
+
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }
 };

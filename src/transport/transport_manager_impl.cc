@@ -327,6 +327,7 @@ Status TransportManagerImpl::setUp() {
   ctx.abort = options_.abort;
   ctx.wake = &wakeManager;
   ctx.wakeCtx = this;
+  ctx.failures = &failures_;
   TH_ASSIGN(backends_, makeBackends(ctx, options_.backends));
   for (const auto& b : backends_) TH_CHECK(b->setUp().withContext(std::string(kindName(b->kind())) + " set-up"));
   for (const auto& b : backends_) {

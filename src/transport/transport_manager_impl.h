@@ -47,6 +47,8 @@ class TransportManagerImpl final : public TransportManager {
   // Rings this rank's own doorbell (helper threads: accepted connection, freed slots).
   void wakeLocal();
 
+  Status asyncFailure() const override { return failures_.get(); }
+
  private:
   Status checkEndpoint(int peer, int channel) const;
   Result<Backend*> backendFor(int peer) const;
@@ -59,6 +61,7 @@ class TransportManagerImpl final : public TransportManager {
   bool spinOnce(uint32_t token, uint64_t start, int64_t timeoutUs);
   void waitPolling(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
 
+  AsyncFailure failures_;  // first: outlives the connections that report to it
   bootstrap::Bootstrap& boot_;
   TransportOptions options_;
   TransportConfig config_;

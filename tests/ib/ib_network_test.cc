@@ -39,7 +39,7 @@ class Ib : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override {
-    if (!HasFailure()) (void)system(("rm -rf " + dir_).c_str());
+    if (!HasFailure() && getenv("THESEUS_TEST_KEEP_DIRS") == nullptr) (void)system(("rm -rf " + dir_).c_str());
     else fprintf(stderr, "kept %s\n", dir_.c_str());
   }
   SpawnOptions options() const {
@@ -54,15 +54,15 @@ class Ib : public ::testing::Test {
     o.args = {dir_};
     return o;
   }
-  // Takes host 1's port down once rank 0 marked <dir>/started, and with `heal` up again once it
-  // marked <dir>/heal (the test double's port file).
-  std::thread portDown(bool heal) const {
-    return std::thread([dir = dir_, heal] {
+  // Takes host 1's port of `device` down once rank 0 marked <dir>/started, and with `heal` up
+  // again once it marked <dir>/heal (the test double's port file).
+  std::thread portDown(bool heal, const std::string& device = "fake_mlx5_0") const {
+    return std::thread([dir = dir_, heal, device] {
       auto waitFor = [&](const std::string& mark) {
         for (int i = 0; i < 6000 && !exists(dir + "/" + mark); ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
       };
-      const std::string down = dir + "/down-host1-fake_mlx5_0-1";
+      const std::string down = dir + "/down-host1-" + device + "-1";
       waitFor("started");
       std::ofstream(down) << "down\n";
       if (!heal) return;
@@ -154,17 +154,36 @@ THESEUS_RANK_FN(ib_until_error) {
 
 // A fault mid-job that the failover absorbs: `count` checked collectives must all succeed (rank 0
 // marks <dir>/started after 20, when the test takes a port down); then rank `moved` (-1: any rank)
-// must count a failover in rank.<r>.net_failovers, and the rank's log must show `text`.
-// args: dir, count, moved, text, then "fault=<rank>:<spec>" and "heal=<i>" (rank 0 marks <dir>/heal
+// must count a failover in rank.<r>.net_failovers, and the rank's log must show `text` (and the
+// texts of "log=<text>" arguments after it, in that order; no rank's log may show a "nolog=<text>").
+// args: dir, count, moved, text, then "fault=<rank>:<spec>", "heal=<i>" (rank 0 marks <dir>/heal
 // at collective i, when the test brings the port back; every rank pauses there so the move back
-// has time to happen).
+// has time to happen), "log=<text>", "nolog=<text>" and "away" (rank `moved` sees rank.<r>.net_away
+// at 1 or more before the heal, and back at 0 at the end).
 THESEUS_RANK_FN(ib_survives) {
   ownHost(ctx);
   const std::string dir = ctx.args.at(0);
   const int count = std::stoi(ctx.args.at(1)), moved = std::stoi(ctx.args.at(2));
   int heal = -1;
+  std::vector<std::string> texts = {ctx.args.at(3)}, absent;
+  bool away = false;
+  // Polls rank.<moved>.net_away (published by the epoch thread) for up to 5 s until `ok` holds.
+  auto awayIs = [&](ncclComm_t comm, bool (*ok)(double)) {
+    const std::string name = "rank." + std::to_string(ctx.rank) + ".net_away";
+    double value = -1;
+    int isSet = 0;
+    for (int i = 0; i < 250; ++i) {
+      if (theseusGetAttribute(comm, name.c_str(), &value, &isSet) == ncclSuccess && isSet && ok(value)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    fprintf(stderr, "[rank %d] %s stayed at %g\n", ctx.rank, name.c_str(), value);
+    return false;
+  };
   for (size_t k = 4; k < ctx.args.size(); ++k) {
     const std::string& a = ctx.args[k];
+    if (a.rfind("log=", 0) == 0) texts.push_back(a.substr(4));
+    if (a.rfind("nolog=", 0) == 0) absent.push_back(a.substr(6));
+    if (a == "away") away = true;
     if (a.rfind("fault=", 0) == 0 && std::stoi(a.substr(6)) == ctx.rank)
       setenv("THESEUS_FAKE_IBV_FAULT", a.substr(a.find(':') + 1).c_str(), 1);
     if (a.rfind("heal=", 0) == 0) heal = std::stoi(a.substr(5));
@@ -177,6 +196,7 @@ THESEUS_RANK_FN(ib_survives) {
   for (int i = 0; i < count; ++i) {
     if (ctx.rank == 0 && i == 20) std::ofstream(dir + "/started") << "1\n";
     if (i == 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port goes down meanwhile
+    if (away && ctx.rank == moved && i == heal) RANK_CHECK(awayIs(comm, [](double v) { return v >= 1; }));
     if (ctx.rank == 0 && i == heal) std::ofstream(dir + "/heal") << "1\n";
     if (i == heal) std::this_thread::sleep_for(std::chrono::milliseconds(800));  // up again, past the backoff
     bool wrong = false;
@@ -191,6 +211,7 @@ THESEUS_RANK_FN(ib_survives) {
   const size_t slowest = static_cast<size_t>(std::max_element(us.begin(), us.end()) - us.begin());
   fprintf(stderr, "[rank %d] %d collectives: median %.0f us, 99th %.0f us, slowest %.0f us (collective %zu)\n",
           ctx.rank, count, sorted[sorted.size() / 2], sorted[sorted.size() * 99 / 100], sorted.back(), slowest);
+  if (away && ctx.rank == moved) RANK_CHECK(awayIs(comm, [](double v) { return v == 0; }));
   if (moved == ctx.rank) {
     const std::string name = "rank." + std::to_string(ctx.rank) + ".net_failovers";
     double value = 0;
@@ -203,7 +224,22 @@ THESEUS_RANK_FN(ib_survives) {
   }
   RANK_NCCL(ncclCommDestroy(comm));
   const std::string log = myLog(dir);
-  if (moved < 0 || moved == ctx.rank) RANK_CHECK(moved < 0 || log.find(ctx.args.at(3)) != std::string::npos);
+  if (moved >= 0 && moved == ctx.rank) {
+    size_t at = 0;
+    for (const std::string& text : texts) {
+      at = log.find(text, at);
+      if (at == std::string::npos) {
+        fprintf(stderr, "[rank %d] the log does not show \"%s\" where due:\n%s\n", ctx.rank, text.c_str(), log.c_str());
+        return 1;
+      }
+    }
+  }
+  for (const std::string& text : absent) {
+    if (log.find(text) != std::string::npos) {
+      fprintf(stderr, "[rank %d] the log shows \"%s\":\n%s\n", ctx.rank, text.c_str(), log.c_str());
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -283,6 +319,34 @@ TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
   SpawnOptions o = options();
   o.args.insert(o.args.end(), {"600", "1", "the connection moved back to IB", "heal=200"});
   std::thread downer = portDown(true);
+  auto r = runRanks("ib_survives", 3, o);
+  downer.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// Two HCAs per host (rank 1 sets up on fake_mlx5_1, the local rank's choice): its port goes down
+// and its connections move to the host's other HCA after a short TCP interlude, then back to their
+// own port once it is up again; every result right all along.
+TEST_F(Ib, APortDownMovesTheConnectionsToAnotherHcaAndBack) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "fake_mlx5_0,fake_mlx5_1";
+  o.args.insert(o.args.end(), {"600", "1", "the connection moves to TCP", "heal=200",
+                               "log=fake_mlx5_1:1 -> fake_mlx5_0:1", "log=moves to another HCA",
+                               "log=the connection moved back to IB", "log=fake_mlx5_0:1 -> fake_mlx5_1:1",
+                               "log=moves back to its own port", "log=the connection moved back to IB", "away"});
+  std::thread downer = portDown(true, "fake_mlx5_1");
+  auto r = runRanks("ib_survives", 3, o);
+  downer.join();
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// With THESEUS_IB_FAILOVER_HCA=0 the connections stay on TCP until their own port is back.
+TEST_F(Ib, WithoutHcaFailoverTheConnectionsWaitOnTcp) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "fake_mlx5_0,fake_mlx5_1";
+  o.env["THESEUS_IB_FAILOVER_HCA"] = "0";
+  o.args.insert(o.args.end(), {"400", "1", "the connection moves to TCP", "nolog=moves to another HCA"});
+  std::thread downer = portDown(false, "fake_mlx5_1");
   auto r = runRanks("ib_survives", 3, o);
   downer.join();
   EXPECT_TRUE(r.allOk()) << r.describe();

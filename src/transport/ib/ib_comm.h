@@ -39,15 +39,29 @@
 // messages follow them. So nothing is lost, duplicated or reordered. Each
 // failover is a WARN and counts in rank.<r>.net_failovers.
 //
-// Moving back (ib_recovery.cc): once the sender's port is up again (no sooner
-// than 0.5 s after the failover, then with a backoff doubling to 10 s while the
-// receiver refuses) and everything it queued went out, the sender makes new QPs
-// and sends RECOVER(seq, its QP numbers) in the stream, after its last TCP
-// message. The receiver, when it reads that far, makes new QPs too if its port
-// is up and answers RECOVERED(its QP numbers) — or REFUSED. The sender connects
-// its QPs, posts its CTS receives and sends READY; only then does the receiver
-// announce its posted receives again (CTS), so no write reaches a QP not ready
-// for it. From READY on the connection is on IB again.
+// Moving back (ib_recovery.cc): once the sender has a port up (its home port,
+// or with THESEUS_IB_FAILOVER_HCA another HCA port of this host with the same
+// link layer) and everything it queued went out, the sender makes new QPs on
+// it and sends RECOVER(seq, its QP numbers) in the stream, after its last TCP
+// message. A move to the same port waits 0.5 s after the failover (then a
+// backoff doubling to 10 s while the receiver refuses); a move to another port
+// goes at once. The receiver, when it reads that far, makes new QPs too on a
+// port of its own that is up (its home port first) and answers RECOVERED(its
+// QP numbers) — or REFUSED when it has none. The sender connects its QPs,
+// posts its CTS receives and sends READY; only then does the receiver announce
+// its posted receives again (CTS), so no write reaches a QP not ready for it.
+// From READY on the connection is on IB again. A connection that moves to
+// another HCA re-registers its CTS FIFO there, and each user buffer the first
+// time it uses it there (ib_memory.h): keys are per protection domain.
+//
+// Going home: a side whose connection runs on another HCA while its home port
+// is up again (and 0.5 s passed since the move) starts a planned failover —
+// the same FAILOVER/RESUME exchange, flagged planned so the peer does not
+// count it as a failure — and the move back above then picks the home port.
+// A receiver that fails over with a port up (another HCA) flags its RESUME
+// so, and the sender starts the move back at once instead of after 0.5 s.
+// So a port that fails and heals costs two short TCP interludes, and the
+// traffic runs on the home port, the rail the topology chose, whenever it can.
 //
 // Errors are sticky and name the device, the peer's address and the QP: a
 // completion error (ibv_wc_status_str), a port that went down (with failover
@@ -66,6 +80,7 @@
 
 #include "common/status.h"
 #include "transport/ib/ib_devices.h"
+#include "transport/ib/ib_memory.h"
 
 namespace theseus::transport::ib {
 
@@ -79,6 +94,9 @@ inline constexpr uint32_t kVersion = 1;
 inline constexpr uint8_t kReadyByte = 0x5a;
 inline constexpr uint32_t kTcpMagic = 0x50434954u;  // "TICP"
 enum TcpType : uint32_t { kFailover = 1, kResume = 2, kData = 3, kRecover = 4, kRecovered = 5, kRefused = 6, kReady = 7 };
+// FAILOVER/RESUME's tag: flags.
+inline constexpr int32_t kPlanned = 1;   // a move back home, not a failure
+inline constexpr int32_t kPortUp = 2;    // RESUME: the receiver has a port up; the move back may start at once
 
 // What travels on the set-up socket after the set-up (failover, ib_failover.cc).
 struct TcpHeader {
@@ -147,19 +165,13 @@ struct IbRequest {
   int64_t capacity = 0;  // receives: the bytes posted
   int tag = 0;
   size_t moved = 0;      // bytes moved over the socket
-  uint32_t rkey = 0;     // receives: the buffer's key, for the CTS
-};
-
-// What regMr hands out.
-struct IbMemory {
-  ibv_mr* mr;
-  MrCache* cache;
+  IbMemory* mem = nullptr;  // the buffer's registrations (the key depends on the HCA in use)
 };
 
 class IbComm {
  public:
   enum Side { kSender, kReceiver };
-  IbComm(const IbVerbs* v, IbDevice* dev, Side side) : v_(v), dev_(dev), side_(side) {}
+  IbComm(const IbVerbs* v, IbDevice* dev, Side side) : v_(v), dev_(dev), home_(dev), side_(side) {}
   ~IbComm();
   IbComm(const IbComm&) = delete;
   IbComm& operator=(const IbComm&) = delete;
@@ -192,21 +204,25 @@ class IbComm {
   IbRequest* freeRequest();
   // Failover (ib_failover.cc), under mu_. `why`: the IB failure; the result is an error only
   // when the connection cannot go on.
-  Status failOver(const Status& why);
+  Status failOver(const Status& why, bool planned = false);
   Status checkSocket();              // IB mode: a FAILOVER or RESUME from the peer
-  Status onResume(uint64_t first);   // sender: re-send from `first`
+  Status onResume(uint64_t first, int32_t flags);  // sender: re-send from `first`
   Status progressTcp();              // TCP mode: move what the socket takes now
   Status readHeader(bool* complete);
-  Status sendControl(wire::TcpType type, uint64_t seq);
+  Status sendControl(wire::TcpType type, uint64_t seq, int32_t flags = 0);
   void quiesceQps();                 // QPs to the error state, CQ drained of what completed
   Status sendAll(const void* data, size_t bytes, const char* what);  // small control messages
   Result<bool> readInfo();           // the ConnInfo after a RECOVER/RECOVERED header (true: complete)
   Status maybeRecover();             // sender, TCP mode: start the move back when it may (ib_recovery.cc)
   Status onRecoverMessage();         // the RECOVER, RECOVERED, REFUSED or READY in hdr_
+  IbDevice* usableDevice() const;    // the port a move back to IB would use (null: none is up)
+  Status switchTo(IbDevice* to);     // queues destroyed: the comm's FIFO registered on `to` from now on
+  bool wantsHome() const;            // on another HCA while the home port is up again
   std::string where(int qp) const;        // "mlx5_0:1 QP 3 (to 10.0.0.2:41234)"
 
   const IbVerbs* v_;
-  IbDevice* dev_;
+  IbDevice* dev_;   // the port the connection uses now
+  IbDevice* home_;  // the port it was set up on (the topology's choice)
   Side side_;
   std::string peer_;
   std::mutex mu_;
@@ -232,6 +248,7 @@ class IbComm {
   Mode mode_ = Mode::kIb;
   int sock_ = -1;
   bool failoverEnabled_ = true;
+  bool otherHcas_ = true;  // THESEUS_IB_FAILOVER_HCA
   uint64_t lastSocketCheckNs_ = 0;
   wire::TcpHeader hdr_{};
   size_t hdrDone_ = 0;

@@ -57,6 +57,7 @@ Status IbComm::poll() {
   if (mode_ != Mode::kIb) return progressTcp();
   if (!dev_->up.load(std::memory_order_relaxed))
     return failOver(remoteError("IB: %s: the port is down", where(-1).c_str()));
+  if (dev_ != home_ && wantsHome()) return failOver(Status::ok(), /*planned=*/true);
   ibv_wc wcs[16];
   for (;;) {
     int n = ibv_poll_cq(cq_, 16, wcs);
@@ -133,7 +134,9 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
   std::lock_guard lock(mu_);
   if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
-  if (mode_ == Mode::kFailingOver) return ncclSuccess;  // "retry" once the receiver said where to resume
+  // "Retry": failing over, until the receiver said where to resume; moving back to IB, until its
+  // QPs are connected (credits it granted before the failover are void: it grants them again).
+  if (mode_ == Mode::kFailingOver || mode_ == Mode::kRecovering) return ncclSuccess;
   if (mode_ == Mode::kTcp) {
     IbRequest* r = freeRequest();
     if (r == nullptr) return ncclSuccess;
@@ -159,7 +162,13 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
     return fail(invalidUsage("IB: %s: a message of %zu bytes for a receive of %lld bytes (truncated)",
                              where(0).c_str(), size, static_cast<long long>(cts.size)));
   if (size > 0 && mhandle == nullptr) return fail(internalError("IB: isend of %zu bytes without a registration", size));
-  const auto* mem = static_cast<const IbMemory*>(mhandle);
+  auto* mem = static_cast<IbMemory*>(mhandle);
+  uint32_t lkey = 0;
+  if (mem != nullptr) {
+    auto mr = mem->on(dev_);  // made here only for the first message after a move to another HCA
+    if (!mr.isOk()) return fail(mr.status().withContext("IB: " + where(-1)));
+    lkey = mr.value()->lkey;
+  }
   // Chunk i of the message goes on QP i; every QP carries one write (maybe empty) per message.
   const size_t nqps = qps_.size();
   const size_t chunk = ((size + nqps - 1) / nqps + 127) / 128 * 128;
@@ -172,7 +181,7 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uintptr_t>(data) + off;
     sge.length = static_cast<uint32_t>(len);
-    sge.lkey = mem != nullptr ? mem->mr->lkey : 0;
+    sge.lkey = lkey;
     ibv_send_wr wr{};
     wr.wr_id = wrId(kDataWrite, index);
     wr.sg_list = len > 0 ? &sge : nullptr;
@@ -201,10 +210,10 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
   IbRequest* r = freeRequest();
   if (r == nullptr) return ncclSuccess;
   if (size > 0 && mhandle == nullptr) return fail(internalError("IB: irecv of %zu bytes without a registration", size));
-  const auto* mem = static_cast<const IbMemory*>(mhandle);
+  auto* mem = static_cast<IbMemory*>(mhandle);
   // Over the socket a message is one piece; on IB (or once a move back to it completes) one per QP.
   *r = IbRequest{IbRequest::kRecv, this, static_cast<int>(mode_ == Mode::kTcp ? 1 : qps_.size()), 0, posted_,
-                 static_cast<char*>(data), static_cast<int64_t>(size), tag, 0, mem != nullptr ? mem->mr->rkey : 0};
+                 static_cast<char*>(data), static_cast<int64_t>(size), tag, 0, mem};
   bySlot_[posted_ % kFifoDepth] = r;
   ++posted_;
   *request = r;
@@ -217,9 +226,14 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
 
 Status IbComm::postCts(IbRequest* r) {
   const uint64_t slot = r->seq % kFifoDepth;
+  uint32_t rkey = 0;
+  if (r->mem != nullptr) {
+    TH_ASSIGN(ibv_mr* mr, r->mem->on(dev_));  // the key in the HCA the connection uses now
+    rkey = mr->rkey;
+  }
   wire::CtsEntry& e = ctsLocal_[slot];
   e.addr = reinterpret_cast<uintptr_t>(r->data);
-  e.rkey = r->rkey;
+  e.rkey = rkey;
   e.seq = static_cast<uint32_t>(r->seq);
   e.size = r->capacity;
   e.tag = r->tag;

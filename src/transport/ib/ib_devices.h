@@ -46,6 +46,7 @@ struct IbDevice {
   std::atomic<bool> up{true};
   std::atomic<uint64_t> asyncErrors{0};
   std::atomic<uint64_t> failovers{0};  // connections of this port that moved to TCP
+  std::atomic<int> away{0};            // connections set up on this port that run on another HCA now
   std::string describe() const;  // "mlx5_0:1 (IB, LID 3, 200000 Mb/s)"
 };
 

@@ -18,6 +18,7 @@ namespace theseus::transport::ib {
 void IbComm::adoptSocket(int fd) {
   sock_ = fd;
   failoverEnabled_ = IbSettings::get().failover;
+  otherHcas_ = IbSettings::get().failoverHca;
 }
 
 Status IbComm::sendAll(const void* data, size_t bytes, const char* what) {
@@ -36,8 +37,8 @@ Status IbComm::sendAll(const void* data, size_t bytes, const char* what) {
   return Status::ok();
 }
 
-Status IbComm::sendControl(wire::TcpType type, uint64_t seq) {
-  wire::TcpHeader h{wire::kTcpMagic, type, seq, 0, 0, 0};
+Status IbComm::sendControl(wire::TcpType type, uint64_t seq, int32_t flags) {
+  wire::TcpHeader h{wire::kTcpMagic, type, seq, 0, flags, 0};
   return sendAll(&h, sizeof(h), "sending a failover message");
 }
 
@@ -72,20 +73,28 @@ void IbComm::quiesceQps() {
   }
 }
 
-Status IbComm::failOver(const Status& why) {
-  if (!failoverEnabled_ || sock_ < 0) return why;
+Status IbComm::failOver(const Status& why, bool planned) {
+  if (!failoverEnabled_ || sock_ < 0) return planned ? Status::ok() : why;
   if (mode_ != Mode::kIb) return Status::ok();
-  TH_WARN("%s; the connection moves to TCP", why.message().c_str());
-  dev_->failovers.fetch_add(1);
-  nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
+  if (planned) {
+    TH_INFO(log::kNet, "IB: %s: its own port %s:%d is up again; the connection moves back to it", where(-1).c_str(),
+            home_->name.c_str(), home_->port);
+    nextRecoveryNs_ = nowNs();
+  } else {
+    TH_WARN("%s; the connection moves to TCP", why.message().c_str());
+    dev_->failovers.fetch_add(1);
+    nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
+  }
   quiesceQps();
   if (side_ == kSender) {
-    TH_CHECK(sendControl(wire::kFailover, sent_));
+    TH_CHECK(sendControl(wire::kFailover, sent_, planned ? wire::kPlanned : 0));
     mode_ = Mode::kFailingOver;
     return progressTcp();
   }
   uint64_t first = *std::min_element(arrived_.begin(), arrived_.end());
-  TH_CHECK(sendControl(wire::kResume, first));
+  const IbDevice* next = usableDevice();
+  TH_CHECK(sendControl(wire::kResume, first,
+                       (planned ? wire::kPlanned : 0) | (next != nullptr && next != dev_ ? wire::kPortUp : 0)));
   for (IbRequest& r : requests_) {
     if (r.kind == IbRequest::kRecv && r.pending > 0 && r.seq >= first) {
       r.pending = 1;  // the whole message comes again, over the socket
@@ -98,14 +107,21 @@ Status IbComm::failOver(const Status& why) {
   return progressTcp();
 }
 
-Status IbComm::onResume(uint64_t first) {
+Status IbComm::onResume(uint64_t first, int32_t flags) {
+  const bool planned = (flags & wire::kPlanned) != 0;
   if (first > sent_)
     return remoteError("IB: %s: the peer asked to resume at message %llu but only %llu were sent", where(-1).c_str(),
                        static_cast<unsigned long long>(first), static_cast<unsigned long long>(sent_));
-  if (mode_ == Mode::kIb) {  // the receiver saw the failure first
-    TH_WARN("IB: %s: the peer's IB path failed; the connection moves to TCP", where(-1).c_str());
-    dev_->failovers.fetch_add(1);
-    nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
+  if (mode_ == Mode::kIb) {  // the receiver saw the failure first, or moves back to its own port
+    if (planned) {
+      TH_INFO(log::kNet, "IB: %s: the peer moves the connection back to its own port", where(-1).c_str());
+      nextRecoveryNs_ = nowNs();
+    } else {
+      TH_WARN("IB: %s: the peer's IB path failed; the connection moves to TCP", where(-1).c_str());
+      dev_->failovers.fetch_add(1);
+      const bool now = (flags & wire::kPortUp) != 0;  // the receiver moved on to another port of its own
+      nextRecoveryNs_ = nowNs() + (now ? 0 : static_cast<uint64_t>(recoveryBackoffMs_) * 1000000);
+    }
     quiesceQps();
   }
   tcpQueue_.clear();
@@ -152,9 +168,12 @@ Status IbComm::checkSocket() {
   }
   if (!complete) return Status::ok();
   hdrDone_ = 0;
-  if (side_ == kSender && hdr_.type == wire::kResume) return onResume(hdr_.seq);
-  if (side_ == kReceiver && hdr_.type == wire::kFailover)
-    return failOver(remoteError("IB: %s: the peer's IB path failed", where(-1).c_str()));
+  const bool planned = (hdr_.tag & wire::kPlanned) != 0;
+  if (side_ == kSender && hdr_.type == wire::kResume) return onResume(hdr_.seq, hdr_.tag);
+  if (side_ == kReceiver && hdr_.type == wire::kFailover) {
+    if (planned) TH_INFO(log::kNet, "IB: %s: the peer moves the connection back to its own port", where(-1).c_str());
+    return failOver(remoteError("IB: %s: the peer's IB path failed", where(-1).c_str()), planned);
+  }
   return remoteError("IB: %s: protocol error: unexpected message %u on the failover socket", where(-1).c_str(),
                      hdr_.type);
 }
@@ -174,7 +193,7 @@ Status IbComm::progressTcp() {
       hdrDone_ = 0;
       if (hdr_.type != wire::kResume)
         return remoteError("IB: %s: protocol error: message %u where RESUME was due", where(-1).c_str(), hdr_.type);
-      TH_CHECK(onResume(hdr_.seq));
+      TH_CHECK(onResume(hdr_.seq, hdr_.tag));
     }
     while (!tcpQueue_.empty()) {
       IbRequest* r = tcpQueue_.front();

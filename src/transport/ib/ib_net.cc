@@ -315,18 +315,15 @@ ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhand
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST)
     return report(invalidUsage("IB: only host memory can be registered (GPUDirect RDMA is not available)"));
-  IbDevice* d = static_cast<IbComm*>(comm)->device();
-  auto mr = d->mrs->acquire(data, size);
+  auto memory = std::make_unique<IbMemory>(data, size);
+  auto mr = memory->on(static_cast<IbComm*>(comm)->device());  // registered now where the comm is
   if (!mr.isOk()) return report(mr.status());
-  *mhandle = new IbMemory{mr.value(), d->mrs};
+  *mhandle = memory.release();
   return ncclSuccess;
 }
 
 ncclResult_t ibDeregMr(void*, void* mhandle) {
-  auto* m = static_cast<IbMemory*>(mhandle);
-  if (m == nullptr) return ncclSuccess;
-  m->cache->release(m->mr);
-  delete m;
+  delete static_cast<IbMemory*>(mhandle);
   return ncclSuccess;
 }
 

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "transport/ib/ib_comm.h"
+#include "transport/ib/ib_devices.h"
 #include "transport/ib/ib_socket_io.h"
 
 namespace theseus::transport::ib {
@@ -20,18 +21,50 @@ Result<bool> IbComm::readInfo() {
   return true;
 }
 
+IbDevice* IbComm::usableDevice() const {
+  if (home_->up.load(std::memory_order_relaxed)) return home_;
+  if (!otherHcas_) return nullptr;
+  if (dev_ != home_ && dev_->up.load(std::memory_order_relaxed)) return dev_;  // stay where it went
+  for (IbDevice* d : IbDevices::get().devices())
+    if (d != home_ && d->roce == home_->roce && d->up.load(std::memory_order_relaxed)) return d;
+  return nullptr;
+}
+
+bool IbComm::wantsHome() const {
+  return dev_ != home_ && home_->up.load(std::memory_order_relaxed) && nowNs() >= nextRecoveryNs_;
+}
+
+Status IbComm::switchTo(IbDevice* to) {
+  if (to == dev_) return Status::ok();
+  IbDevice* from = dev_;
+  ibv_mr*& mine = side_ == kSender ? fifoMr_ : ctsMr_;
+  void* fifo = side_ == kSender ? static_cast<void*>(fifo_) : static_cast<void*>(ctsLocal_);
+  TH_ASSIGN(ibv_mr* mr, to->mrs->acquire(fifo, sizeof(wire::CtsEntry) * kFifoDepth));
+  from->mrs->release(mine);
+  mine = mr;
+  dev_ = to;
+  if (from == home_) home_->away.fetch_add(1);
+  if (to == home_) home_->away.fetch_sub(1);
+  TH_WARN("IB: %s:%d -> %s:%d: the connection %s %s moves %s", from->name.c_str(), from->port, to->name.c_str(),
+          to->port, side_ == kSender ? "to" : "from", peer_.c_str(),
+          to == home_ ? "back to its own port" : "to another HCA while its own port is down");
+  return Status::ok();
+}
+
 Status IbComm::maybeRecover() {
   if (side_ != kSender || mode_ != Mode::kTcp || !tcpQueue_.empty() || sock_ < 0) return Status::ok();
-  if (!dev_->up.load(std::memory_order_relaxed) || nowNs() < nextRecoveryNs_) return Status::ok();
+  IbDevice* to = usableDevice();
+  if (to == nullptr || (to == dev_ && nowNs() < nextRecoveryNs_)) return Status::ok();
   const int nqps = static_cast<int>(qps_.size());
   destroyQueues();
+  TH_CHECK(switchTo(to));
   TH_CHECK(createQueues(nqps));
   memset(fifo_, 0, sizeof(wire::CtsEntry) * kFifoDepth);
   wire::TcpHeader h{wire::kTcpMagic, wire::kRecover, sent_, 0, 0, 0};
   const wire::ConnInfo mine = localInfo();
   TH_CHECK(sendAll(&h, sizeof(h), "sending RECOVER"));
   TH_CHECK(sendAll(&mine, sizeof(mine), "sending RECOVER"));
-  TH_INFO(log::kNet, "IB: %s: the port is up again; asking the peer to move back to IB", where(-1).c_str());
+  TH_INFO(log::kNet, "IB: %s: a port is up; asking the peer to move back to IB", where(-1).c_str());
   infoDone_ = 0;
   mode_ = Mode::kRecovering;
   return Status::ok();
@@ -83,8 +116,10 @@ Status IbComm::onRecoverMessage() {
   if (!complete) return Status::ok();
   hdrDone_ = 0;
   infoDone_ = 0;
-  if (!dev_->up.load(std::memory_order_relaxed)) return sendControl(wire::kRefused, tcpNext_);
+  IbDevice* to = usableDevice();
+  if (to == nullptr) return sendControl(wire::kRefused, tcpNext_);
   destroyQueues();
+  TH_CHECK(switchTo(to));
   TH_CHECK(createQueues(static_cast<int>(info_.nqps)));
   TH_CHECK(connectQps(info_));  // RTR, RTS, the data receives posted
   std::fill(arrived_.begin(), arrived_.end(), tcpNext_);

@@ -32,6 +32,11 @@ const IntKnob kQpsPerConnection("NCCL_IB_QPS_PER_CONNECTION", 1,
 const BoolKnob kFailover("THESEUS_IB_FAILOVER", true,
                          "When the IB path of a connection fails (its port goes down, a completion fails), the "
                          "connection moves to TCP and re-sends what was not delivered, instead of failing");
+const BoolKnob kFailoverHca("THESEUS_IB_FAILOVER_HCA", true,
+                            "With THESEUS_IB_FAILOVER: a connection whose port fails moves on to another HCA port "
+                            "of this host (one NCCL_IB_HCA allows, same link layer) after a short TCP interlude, "
+                            "and back to its own port once that port is up again; off: it stays on TCP until its "
+                            "own port is up");
 
 int clamp(const IntKnob& k, int lo, int hi) {
   int64_t v = k.get();
@@ -61,6 +66,7 @@ IbSettings read() {
   s.pkeyIndex = clamp(kPkey, 0, 65535);
   s.qpsPerConnection = clamp(kQpsPerConnection, 1, 16);
   s.failover = kFailover.get();
+  s.failoverHca = kFailoverHca.get();
   return s;
 }
 

@@ -19,6 +19,7 @@ struct IbSettings {
   int pkeyIndex = 0;         // NCCL_IB_PKEY
   int qpsPerConnection = 1;  // NCCL_IB_QPS_PER_CONNECTION
   bool failover = true;      // THESEUS_IB_FAILOVER
+  bool failoverHca = true;   // THESEUS_IB_FAILOVER_HCA
   static const IbSettings& get();
 };
 

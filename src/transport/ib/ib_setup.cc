@@ -13,6 +13,7 @@
 namespace theseus::transport::ib {
 IbComm::~IbComm() {
   destroyQueues();
+  if (dev_ != home_) home_->away.fetch_sub(1);
   if (fifoMr_ != nullptr) dev_->mrs->release(fifoMr_);
   if (ctsMr_ != nullptr) dev_->mrs->release(ctsMr_);
   if (sock_ >= 0) ::close(sock_);

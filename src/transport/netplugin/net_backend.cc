@@ -78,6 +78,7 @@ Result<std::unique_ptr<SendConnection>> NetPluginBackend::connectSend(int peer, 
   if (!canConnect(peer)) return internalError("net plugin backend asked to connect rank %d", peer);
   std::lock_guard lock(mu_);
   NetParams p = paramsFor(peer, channel);
+  p.failures = ctx_.failures;  // a send may fail on the pump thread after its plan moved on
   TH_ASSIGN(NetSendHandle h, makeNetSend(plugin_->api(), *ctx_.boot, p, ctx_.abort, counters, pump()));
   entries_.push_back({h.client, peer, channel, false});
   memoryBytes_.fetch_add(static_cast<uint64_t>(p.slots) * (p.slotBytes + sizeof(wire::NetMessageHeader)));

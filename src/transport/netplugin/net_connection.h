@@ -45,6 +45,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/async_failure.h"
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
 #include "transport/netplugin/net_api.h"
@@ -88,6 +89,7 @@ struct NetParams {
   uint32_t slots = 8;
   size_t slotBytes = 128 << 10;  // payload per slot
   int64_t timeoutMs = 60000;     // a connected peer's handoff, and the plugin's connect/accept
+  AsyncFailure* failures = nullptr;  // sends: where a failure goes too (async_failure.h)
 };
 
 // What the pump drives.

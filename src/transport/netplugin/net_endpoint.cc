@@ -12,6 +12,7 @@ void NetEndpoint::fail(Status s) {
   error_ = std::move(s);
   failed_.store(true, std::memory_order_release);
   TH_WARN("%s", error_.message().c_str());
+  if (p_.failures != nullptr) p_.failures->report(error_);
 }
 
 Status NetEndpoint::pluginError(const char* call, const char* direction, ncclResult_t r) const {
