@@ -70,6 +70,16 @@ class Ib : public ::testing::Test {
       unlink(down.c_str());
     });
   }
+  // ib_survives on 3 ranks with `args` while host 1's port of `device` goes down (and with `heal`
+  // up again): every rank must pass.
+  void survivesPortDown(SpawnOptions o, const std::vector<std::string>& args, bool heal,
+                        const std::string& device = "fake_mlx5_0") {
+    o.args.insert(o.args.end(), args.begin(), args.end());
+    std::thread downer = portDown(heal, device);
+    auto r = runRanks("ib_survives", 3, o);
+    downer.join();
+    EXPECT_TRUE(r.allOk()) << r.describe();
+  }
   std::string dir_;
 };
 
@@ -305,23 +315,13 @@ TEST_F(Ib, NoDeviceFallsBackToSockets) {
 // A port that goes down mid-job. With the failover (the default) the job goes on over TCP and
 // every result is right; the rank whose port went down counts the move in rank.<r>.net_failovers.
 TEST_F(Ib, APortDownMidJobMovesTheConnectionsToTcp) {
-  SpawnOptions o = options();
-  o.args.insert(o.args.end(), {"400", "1", "the connection moves to TCP"});
-  std::thread downer = portDown(false);
-  auto r = runRanks("ib_survives", 3, o);
-  downer.join();
-  EXPECT_TRUE(r.allOk()) << r.describe();
+  survivesPortDown(options(), {"400", "1", "the connection moves to TCP"}, false);
 }
 
 // The port comes back: the connections move back to IB (after the 0.5 s backoff), still with every
 // result right, and the failover counts stay.
 TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
-  SpawnOptions o = options();
-  o.args.insert(o.args.end(), {"600", "1", "the connection moved back to IB", "heal=200"});
-  std::thread downer = portDown(true);
-  auto r = runRanks("ib_survives", 3, o);
-  downer.join();
-  EXPECT_TRUE(r.allOk()) << r.describe();
+  survivesPortDown(options(), {"600", "1", "the connection moved back to IB", "heal=200"}, true);
 }
 
 // Two HCAs per host (rank 1 sets up on fake_mlx5_1, the local rank's choice): its port goes down
@@ -330,14 +330,12 @@ TEST_F(Ib, APortThatComesBackMovesTheConnectionsBack) {
 TEST_F(Ib, APortDownMovesTheConnectionsToAnotherHcaAndBack) {
   SpawnOptions o = options();
   o.env["THESEUS_FAKE_IBV_DEVICES"] = "fake_mlx5_0,fake_mlx5_1";
-  o.args.insert(o.args.end(), {"600", "1", "the connection moves to TCP", "heal=200",
-                               "log=fake_mlx5_1:1 -> fake_mlx5_0:1", "log=moves to another HCA",
-                               "log=the connection moved back to IB", "log=fake_mlx5_0:1 -> fake_mlx5_1:1",
-                               "log=moves back to its own port", "log=the connection moved back to IB", "away"});
-  std::thread downer = portDown(true, "fake_mlx5_1");
-  auto r = runRanks("ib_survives", 3, o);
-  downer.join();
-  EXPECT_TRUE(r.allOk()) << r.describe();
+  survivesPortDown(o,
+                   {"600", "1", "the connection moves to TCP", "heal=200", "log=fake_mlx5_1:1 -> fake_mlx5_0:1",
+                    "log=moves to another HCA", "log=the connection moved back to IB",
+                    "log=fake_mlx5_0:1 -> fake_mlx5_1:1", "log=moves back to its own port",
+                    "log=the connection moved back to IB", "away"},
+                   true, "fake_mlx5_1");
 }
 
 // With THESEUS_IB_FAILOVER_HCA=0 the connections stay on TCP until their own port is back.
@@ -345,11 +343,7 @@ TEST_F(Ib, WithoutHcaFailoverTheConnectionsWaitOnTcp) {
   SpawnOptions o = options();
   o.env["THESEUS_FAKE_IBV_DEVICES"] = "fake_mlx5_0,fake_mlx5_1";
   o.env["THESEUS_IB_FAILOVER_HCA"] = "0";
-  o.args.insert(o.args.end(), {"400", "1", "the connection moves to TCP", "nolog=moves to another HCA"});
-  std::thread downer = portDown(false, "fake_mlx5_1");
-  auto r = runRanks("ib_survives", 3, o);
-  downer.join();
-  EXPECT_TRUE(r.allOk()) << r.describe();
+  survivesPortDown(o, {"400", "1", "the connection moves to TCP", "nolog=moves to another HCA"}, false, "fake_mlx5_1");
 }
 
 // Without the failover (THESEUS_IB_FAILOVER=0) the same ends the job on every rank with an error
