@@ -350,10 +350,14 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
         if (!s.isOk()) return s.withContext(p.describe() + ": rank " + std::to_string(p.rank));
       }
     }
-    if (++idle < passesBeforeSleep) {
+    const bool spent = ++idle >= passesBeforeSleep;
+    if (!spent) {
       if (yieldIdle) sched_yield();
       else cpuRelax();
-      continue;
+      // On a loaded machine a yield can give the core away for a whole time slice, so the passes
+      // before sleep may take seconds: yielding passes read the clock every time (spinning ones
+      // every 256), and the checks below run by time, not only once the passes are spent.
+      if (!yieldIdle && (idle & 255) != 0) continue;
     }
     // Idle: check health (at most every millisecond), the abort flag and the stall timeout, then sleep.
     uint64_t now = nowNs();
@@ -378,6 +382,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
                              static_cast<long long>(stallMs), describeWaits(lr).c_str());
       }
     }
+    if (!spent) continue;
     if (sleepy) onlyManager->waitForActivity(token, sleepUs);
     else sched_yield();
   }

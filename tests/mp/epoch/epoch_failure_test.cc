@@ -139,12 +139,29 @@ THESEUS_RANK_FN(abort_while_waiting_body) {
   RANK_CHECK(aborted.load());
   double late = std::chrono::duration<double>(returned - abortAt).count();
   fprintf(stderr, "[rank %d] the blocked collective returned %.3f s after the abort\n", ctx.rank, late);
-  RANK_CHECK(late < 3);
+  RANK_CHECK(late < 1);
   return 0;
 }
 
 TEST(EpochFailure, AbortFromAnotherThreadEndsAWaitAtTheLease) {
   EXPECT_RANKS_OK(runRanks("abort_while_waiting_body", 3, swapping(4)));
+}
+
+// The same on a loaded machine (two threads spinning on this machine's cores): the waiting
+// ranks yield their core at each idle pass, and a yield may give it away for a whole time slice,
+// so the abort must be seen by time, not after a count of passes (it took 1-3 s before).
+TEST(EpochFailure, AbortFromAnotherThreadEndsAWaitOnALoadedMachine) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 2; ++i)
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  auto r = runRanks("abort_while_waiting_body", 3, swapping(4));
+  stop = true;
+  for (auto& t : hogs) t.join();
+  EXPECT_RANKS_OK(r);
 }
 
 // Destroy right after a burst of swaps (one may be half prepared): no hang.
