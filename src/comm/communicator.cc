@@ -13,14 +13,17 @@ Communicator::~Communicator() {
   invalidateHandle();
 }
 
-void Communicator::setAsyncError(ncclResult_t code, const std::string& why) {
+void Communicator::setAsyncError(ncclResult_t code, const std::string& why, int deadPeer) {
   code = visibleTo(code, config_);
   std::lock_guard<std::mutex> lock(errorMutex_);
   ncclResult_t current = asyncError_.load();
   // A real error sticks; success only replaces "in progress".
   if (current != ncclSuccess && current != ncclInProgress) return;
   if (code == ncclSuccess && current != ncclInProgress) return;
-  if (code != ncclSuccess && code != ncclInProgress) asyncErrorMessage_ = why;
+  if (code != ncclSuccess && code != ncclInProgress) {
+    asyncErrorMessage_ = why;
+    asyncErrorPeer_.store(deadPeer, std::memory_order_release);
+  }
   asyncError_.store(code, std::memory_order_release);
 }
 

@@ -55,7 +55,10 @@ class Communicator {
   ncclResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
   // Records the first real error (kept, with its message, until destroy) or moves
   // ncclInProgress -> ncclSuccess when initialisation completes.
-  void setAsyncError(ncclResult_t code, const std::string& why = "");
+  // `deadPeer`: the error is that peer's death (operations that no longer need it may finish).
+  void setAsyncError(ncclResult_t code, const std::string& why = "", int deadPeer = -1);
+  // The peer whose death is the asynchronous error, or -1 (another error, or none).
+  int asyncErrorPeer() const { return asyncErrorPeer_.load(std::memory_order_acquire); }
   std::string asyncErrorMessage() const;
 
   // The communicator's timeout (comm/timeouts.h; 0: none): THESEUS_TIMEOUT_MS at creation,
@@ -101,6 +104,7 @@ class Communicator {
   uint64_t commHash_ = 0;
   CommConfig config_;
   std::atomic<ncclResult_t> asyncError_{ncclInProgress};
+  std::atomic<int> asyncErrorPeer_{-1};
   std::atomic<int64_t> timeoutMs_;
   std::atomic<Lifecycle> lifecycle_{Lifecycle::kInitializing};
   mutable std::mutex errorMutex_;

@@ -137,7 +137,7 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     lane->memory |= p->memory;
     lane->deferredScalars |= p->reduction.scalarSource != nullptr;
   }
-  lane->health = [this] { return health(); };
+  lane->health = [this](const exec::LaneWait& wait) { return healthFor(&wait); };
   lane->observer = &observer_;
   return Status::ok();
 }
@@ -197,17 +197,31 @@ Status Engine::resume() {
 
 std::string Engine::whoIs(int r) const { return comm::whoIs(*comm_.bootstrap(), r); }
 
-Status Engine::health() const {
+Status Engine::health() const { return healthFor(nullptr); }
+
+Status Engine::healthFor(const exec::LaneWait* wait) const {
   if (comm_.abortFlag().isSet()) return remoteError("the communicator was aborted");
+  // A peer the operation no longer needs fails it only once it made no progress for a while
+  // (exec::Lane::health): its data may all be here.
+  auto fatal = [wait](int peer) {
+    return wait == nullptr || wait->peers == nullptr || wait->longIdle ||
+           std::find(wait->peers->begin(), wait->peers->end(), peer) != wait->peers->end();
+  };
   ncclResult_t e = comm_.asyncError();
-  if (e != ncclSuccess && e != ncclInProgress) return Status(e, comm_.asyncErrorMessage());
+  if (e != ncclSuccess && e != ncclInProgress) {
+    const int dead = comm_.asyncErrorPeer();
+    if (dead < 0 || fatal(dead)) return Status(e, comm_.asyncErrorMessage());
+  }
   if (comm_.transports() != nullptr) {  // a send that failed after its operation moved on
     if (Status s = comm_.transports()->asyncFailure(); !s.isOk()) return s;
   }
   if (comm_.bootstrap() != nullptr) {
     std::vector<int> failed = comm_.bootstrap()->failedRanks();
-    if (!failed.empty()) {
-      return remoteError("rank %d (%s) exited or lost its connection%s", failed.front(), whoIs(failed.front()).c_str(),
+    int named = -1;
+    for (int r : failed)
+      if (named < 0 && fatal(r)) named = r;
+    if (named >= 0) {
+      return remoteError("rank %d (%s) exited or lost its connection%s", named, whoIs(named).c_str(),
                          failed.size() > 1 ? " (and others)" : "");
     }
   }

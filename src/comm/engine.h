@@ -55,6 +55,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   Status beforeRun() override;
   Status noteFailure(const Status& s) override;
   Status health() const override;
+  Status healthFor(const exec::LaneWait* wait) const;  // null: any failed peer counts
   Status withRootCause(const Status& s) const;
   std::string whoIs(int rank) const;
 

@@ -43,7 +43,7 @@ Status Engine::startEpochs() {
         if (size_t at = detail.find(" failed: "); at != std::string::npos) detail.erase(0, at + 9);
         const std::string text = "rank " + std::to_string(rank) + " (" + whoIs(rank) + ") failed first: " + detail;
         TH_WARN("comm %p rank %d: %s", static_cast<void*>(&comm_), comm_.rank(), text.c_str());
-        comm_.setAsyncError(ncclRemoteError, text);
+        comm_.setAsyncError(ncclRemoteError, text, rank);
       },
       bootstrap::Bootstrap::FailureListener::kCommunicator);
   // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.

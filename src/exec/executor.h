@@ -53,12 +53,21 @@ class PlanObserver {
   ~PlanObserver() = default;
 };
 
+// What a lane's current plan waits on, for its health check.
+struct LaneWait {
+  const std::vector<int>* peers = nullptr;  // peers of its unfinished steps (null: any peer counts)
+  bool longIdle = true;                     // no progress for a second (or more)
+};
+
 struct Lane {
   std::vector<Plan*> plans;
   device::MemoryKindMask memory = 0;  // union of the plans' memory kinds (0 when unknown: host)
   bool deferredScalars = false;       // some plan's reduction has a scalar to read when it runs
-  // Polled while idle; a non-OK status fails the lane (e.g. a peer died).
-  std::function<Status()> health;
+  // Polled while idle; a non-OK status fails the lane (e.g. a peer died). A peer known to have
+  // failed fails the lane at once while its current plan still waits on that peer; otherwise only
+  // once the lane made no progress for a second: a peer that finished its part of an operation and
+  // then died leaves its data here, and the operation may still complete.
+  std::function<Status(const LaneWait&)> health;
   // Told when the lane's plans start and finish (telemetry, flight recorder, traces); null: nobody.
   PlanObserver* observer = nullptr;
 };

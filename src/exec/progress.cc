@@ -322,6 +322,7 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
   // interval restarts at the next idle look.
   uint64_t lastProgressNs = nowNs(), lastHealthNs = 0, lastWaitNoteNs = 0;
   bool progressedSinceLook = false;
+  std::vector<int> waitedPeers;  // for the lanes' health checks
   for (;;) {
     bool sleepy = idle >= passesBeforeSleep && oneManager && onlyManager != nullptr;
     uint64_t token = sleepy ? onlyManager->activityToken() : 0;
@@ -370,16 +371,38 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
       // Idle for 100 ms: tell the flight recorders what the plans wait for (every 100 ms).
       const bool noteWaits = now - lastProgressNs > 100000000 && now - lastWaitNoteNs > 100000000;
       if (noteWaits) lastWaitNoteNs = now;
+      bool movedAfterAll = false;
       for (LaneRun& lr : runs) {
         if (lr.finished()) continue;
         Plan& p = lr.plan();
         if (p.abort != nullptr && p.abort->isSet())
           return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
-        if (lr.lane->health) TH_CHECK(lr.lane->health().withContext(p.describe()));
+        if (lr.lane->health) {
+          waitedPeers.clear();
+          for (uint32_t s = 0; s < p.steps.size(); ++s) {
+            if (lr.steps[s].finishedRounds == p.rounds) continue;
+            if (p.steps[s].inConn >= 0) waitedPeers.push_back(p.steps[s].recvPeer);
+            if (p.steps[s].outConn >= 0) waitedPeers.push_back(p.steps[s].sendPeer);
+          }
+          const LaneWait wait{&waitedPeers, now - lastProgressNs > 1000000000};
+          if (Status h = lr.lane->health(wait); !h.isOk()) {
+            // A peer may have finished its part and died between the last pass and this look (a
+            // loaded machine can hold this thread that long): the failure counts only if one more
+            // pass moves nothing.
+            for (LaneRun& other : runs) TH_CHECK(pass(other, &movedAfterAll));
+            if (!movedAfterAll) return h.withContext(p.describe());
+            break;
+          }
+        }
         if (noteWaits && lr.lane->observer) lr.lane->observer->planWaiting(p, describeWaits(lr));
         if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
           return timeoutError("%s: rank %d made no progress for %lld ms: %s", p.describe().c_str(), p.rank,
                              static_cast<long long>(stallMs), describeWaits(lr).c_str());
+      }
+      if (movedAfterAll) {
+        idle = 0;
+        progressedSinceLook = true;
+        continue;
       }
     }
     if (!spent) continue;

@@ -103,7 +103,7 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
       Plan& p = *lane.plans[states[l].current];
       if (p.abort != nullptr && p.abort->isSet())
         return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
-      if (lane.health) TH_CHECK(lane.health().withContext(p.describe()));
+      if (lane.health) TH_CHECK(lane.health(LaneWait{}).withContext(p.describe()));
       if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
         return remoteError("%s: rank %d made no progress for %lld ms in the device executor", p.describe().c_str(),
                            p.rank, static_cast<long long>(stallMs));
