@@ -10,6 +10,8 @@
 namespace theseus::exec {
 namespace {
 
+constexpr uint64_t kLongYieldNs = 1000000;  // 1 ms: the core went to someone else for a time slice
+
 const IntKnob kStallTimeoutMs("THESEUS_STALL_TIMEOUT_MS", 600000,
                               "An operation that makes no progress for this long fails with an error naming the "
                               "peer and step it waits for (0 or negative: never)");
@@ -353,8 +355,16 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
     }
     const bool spent = ++idle >= passesBeforeSleep;
     if (!spent) {
-      if (yieldIdle) sched_yield();
-      else cpuRelax();
+      if (yieldIdle) {
+        // A yield that took long gave the core to another process for a whole time slice (a
+        // busy process beside the ranks): the next pass sleeps on the doorbell instead, so this
+        // rank wakes when its peer moves, not when the scheduler next gets round to it.
+        const uint64_t before = nowNs();
+        sched_yield();
+        if (nowNs() - before > kLongYieldNs) idle = passesBeforeSleep;
+      } else {
+        cpuRelax();
+      }
       // On a loaded machine a yield can give the core away for a whole time slice, so the passes
       // before sleep may take seconds: yielding passes read the clock every time (spinning ones
       // every 256), and the checks below run by time, not only once the passes are spent.
