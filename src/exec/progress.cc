@@ -353,25 +353,26 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
         if (!s.isOk()) return s.withContext(p.describe() + ": rank " + std::to_string(p.rank));
       }
     }
+    // On a loaded machine a yield can give the core away for a whole time slice, so the passes
+    // before sleep may take seconds: the checks below run by time, not only once the passes are
+    // spent (yielding passes read the clock each time, spinning ones every 256). A yield that took
+    // that long means another process holds the core: the next pass sleeps on the doorbell, so
+    // this rank wakes when its peer moves, not when the scheduler next gets round to it.
     const bool spent = ++idle >= passesBeforeSleep;
-    if (!spent) {
-      if (yieldIdle) {
-        // A yield that took long gave the core to another process for a whole time slice (a
-        // busy process beside the ranks): the next pass sleeps on the doorbell instead, so this
-        // rank wakes when its peer moves, not when the scheduler next gets round to it.
-        const uint64_t before = nowNs();
-        sched_yield();
-        if (nowNs() - before > kLongYieldNs) idle = passesBeforeSleep;
-      } else {
-        cpuRelax();
-      }
-      // On a loaded machine a yield can give the core away for a whole time slice, so the passes
-      // before sleep may take seconds: yielding passes read the clock every time (spinning ones
-      // every 256), and the checks below run by time, not only once the passes are spent.
-      if (!yieldIdle && (idle & 255) != 0) continue;
+    uint64_t now;
+    if (spent) {
+      now = nowNs();
+    } else if (yieldIdle) {
+      const uint64_t before = nowNs();
+      sched_yield();
+      now = nowNs();
+      if (now - before > kLongYieldNs) idle = passesBeforeSleep;
+    } else {
+      cpuRelax();
+      if ((idle & 255) != 0) continue;
+      now = nowNs();
     }
     // Idle: check health (at most every millisecond), the abort flag and the stall timeout, then sleep.
-    uint64_t now = nowNs();
     if (progressedSinceLook) {
       lastProgressNs = now;
       progressedSinceLook = false;

@@ -110,7 +110,7 @@ void TraceWriter::steps(const exec::Plan& plan, uint64_t planStartNs) {
     const uint64_t first = t.firstNs != 0 ? t.firstNs : t.endNs;
     const uint64_t waited = first > planStartNs ? first - planStartNs : 0;
     keep(Event{3, intern(schedule::opName(st.op)), static_cast<uint32_t>(i), plan.seq, st.bytes,
-                            std::min(first, t.endNs), t.endNs, static_cast<uint64_t>(peer), waited});
+               std::min(first, t.endNs), t.endNs, static_cast<uint64_t>(peer), waited});
   }
 }
 
@@ -131,8 +131,7 @@ void TraceWriter::swap(uint64_t atNs, uint64_t fromSeq, uint64_t oldVersion, uin
                        const std::string& why) {
   std::lock_guard lock(mu_);
   strings_.push_back(why);
-  keep(Event{1, 0, static_cast<uint32_t>(strings_.size() - 1), fromSeq, 0, atNs, atNs, oldVersion,
-                          newVersion});
+  keep(Event{1, 0, static_cast<uint32_t>(strings_.size() - 1), fromSeq, 0, atNs, atNs, oldVersion, newVersion});
 }
 
 void TraceWriter::error(uint64_t atNs, const std::string& what) {

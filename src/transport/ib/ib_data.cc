@@ -57,7 +57,11 @@ Status IbComm::poll() {
   if (mode_ != Mode::kIb) return progressTcp();
   if (!dev_->up.load(std::memory_order_relaxed))
     return failOver(remoteError("IB: %s: the port is down", where(-1).c_str()));
-  if (dev_ != home_ && wantsHome()) return failOver(Status::ok(), /*planned=*/true);
+  if (dev_ != home_ && wantsHome()) {
+    TH_INFO(log::kNet, "IB: %s: its own port %s:%d is up again; the connection moves back to it", where(-1).c_str(),
+            home_->name.c_str(), home_->port);
+    return failOver(Status::ok(), /*planned=*/true);
+  }
   ibv_wc wcs[16];
   for (;;) {
     int n = ibv_poll_cq(cq_, 16, wcs);

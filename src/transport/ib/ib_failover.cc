@@ -76,9 +76,7 @@ void IbComm::quiesceQps() {
 Status IbComm::failOver(const Status& why, bool planned) {
   if (!failoverEnabled_ || sock_ < 0) return planned ? Status::ok() : why;
   if (mode_ != Mode::kIb) return Status::ok();
-  if (planned) {
-    TH_INFO(log::kNet, "IB: %s: its own port %s:%d is up again; the connection moves back to it", where(-1).c_str(),
-            home_->name.c_str(), home_->port);
+  if (planned) {  // the side that moves home said why; the other was told by the peer
     nextRecoveryNs_ = nowNs();
   } else {
     TH_WARN("%s; the connection moves to TCP", why.message().c_str());
