@@ -94,6 +94,8 @@ void Engine::adoptEpoch() {
   tableVersion_ = e.version;
   table_ = &e.table;
   memo_.adopt(e.version, std::move(e.prepared));
+  // The table's NIC choice for this rank takes effect at the same collective as its schedules.
+  if (transport::TransportManager* t = comm_.transports(); t != nullptr) t->setNicMove(e.table.nicMove(comm_.rank()));
   TH_INFO(log::kEpoch | log::kTuning, "comm %p rank %d: decision table v%llu in effect from collective %llu",
           static_cast<void*>(&comm_), comm_.rank(), static_cast<unsigned long long>(e.version),
           static_cast<unsigned long long>(e.fromSeq));

@@ -71,6 +71,12 @@ std::string DecisionLog::formatBody(uint64_t version, const std::string& reason,
   }
   // "seq" is inserted in front when the table takes effect.
   nlohmann::json body = {{"version", version}, {"reason", reason}, {"table", ranges}};
+  if (!table.nicChoices().empty()) {  // ranks whose traffic leaves their own NIC port
+    nlohmann::json nics = nlohmann::json::array();
+    for (const policy::NicChoice& n : table.nicChoices())
+      nics.push_back({{"rank", n.rank}, {"move", policy::NicChoice::moveName(n.move)}, {"why", n.why}});
+    body["nics"] = nics;
+  }
   std::string text = body.dump();
   return text.substr(1);  // without the opening brace
 }

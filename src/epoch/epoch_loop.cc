@@ -110,7 +110,8 @@ void shipAttributes(Shared& s) {
 }
 
 // What changed between two tables, grouped: "allreduce, allgather [32769, inf]:
-// ring -> ring(order=0,2,1,3) (rule 3 'x')", allreduce first, a few groups at most.
+// ring -> ring(order=0,2,1,3) (rule 3 'x')", allreduce first, a few groups at most;
+// then the NIC choices that changed.
 std::string describeChange(const policy::DecisionTable& from, const policy::DecisionTable& to) {
   using schedule::Collective;
   static constexpr Collective kOrder[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
@@ -136,6 +137,16 @@ std::string describeChange(const policy::DecisionTable& from, const policy::Deci
   std::string out;
   for (size_t i = 0; i < groups.size() && i < 4; ++i) out += (i ? "; " : "") + groups[i].colls + " " + groups[i].what;
   if (groups.size() > 4) out += "; and " + std::to_string(groups.size() - 4) + " more";
+  // NIC choices: "rank 1 NIC: stay -> other_nic (nic rule 0 'degraded port')".
+  auto nicChange = [&](int rank, policy::NicChoice::Move was, policy::NicChoice::Move now, const std::string& why) {
+    if (was == now) return;
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " NIC: " +
+           policy::NicChoice::moveName(was) + " -> " + policy::NicChoice::moveName(now);
+    if (!why.empty()) out += " (" + why + ")";
+  };
+  for (const policy::NicChoice& n : to.nicChoices()) nicChange(n.rank, from.nicMove(n.rank), n.move, n.why);
+  for (const policy::NicChoice& n : from.nicChoices())
+    if (to.nicMove(n.rank) == policy::NicChoice::kStay) nicChange(n.rank, n.move, policy::NicChoice::kStay, "");
   return out.empty() ? "no decision changed" : out;
 }
 

@@ -44,7 +44,36 @@ int DecisionTable::rangeIndex(schedule::Collective c, uint64_t bytes) const {
   return best;
 }
 
+const char* NicChoice::moveName(Move m) {
+  switch (m) {
+    case kStay: return "stay";
+    case kOtherNic: return "other_nic";
+    case kAnyPath: return "any";
+  }
+  return "?";
+}
+
+Status DecisionTable::addNicChoice(NicChoice choice) {
+  if (choice.rank < 0) return invalidArgument("decision table: NIC choice for rank %d", choice.rank);
+  if (choice.move != NicChoice::kOtherNic && choice.move != NicChoice::kAnyPath)
+    return invalidArgument("decision table: NIC choice %d for rank %d (expected other_nic or any)",
+                           static_cast<int>(choice.move), choice.rank);
+  auto at = std::lower_bound(nics_.begin(), nics_.end(), choice.rank,
+                             [](const NicChoice& c, int rank) { return c.rank < rank; });
+  if (at != nics_.end() && at->rank == choice.rank)
+    return invalidArgument("decision table: two NIC choices for rank %d", choice.rank);
+  nics_.insert(at, std::move(choice));
+  return Status::ok();
+}
+
+NicChoice::Move DecisionTable::nicMove(int rank) const {
+  for (const NicChoice& c : nics_)
+    if (c.rank == rank) return c.move;
+  return NicChoice::kStay;
+}
+
 bool DecisionTable::sameDecisions(const DecisionTable& other) const {
+  if (nics_ != other.nics_) return false;
   for (int c = 0; c < kCollectives; ++c) {
     const auto &a = ranges_[c], &b = other.ranges_[c];
     if (a.size() != b.size()) return false;
@@ -72,6 +101,12 @@ std::string DecisionTable::serialize() const {
     }
   }
   j["ranges"] = rs;
+  if (!nics_.empty()) {
+    nlohmann::json ns = nlohmann::json::array();
+    for (const NicChoice& n : nics_)
+      ns.push_back({{"rank", n.rank}, {"move", static_cast<int>(n.move)}, {"why", n.why}});
+    j["nics"] = ns;
+  }
   // A policy plugin's `why` is any NUL-terminated text: bytes that are not UTF-8 become U+FFFD
   // instead of an exception from the JSON library.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -135,6 +170,23 @@ Result<DecisionTable> DecisionTable::deserialize(const std::string& text) {
     TH_ASSIGN(uint64_t maxBytes, unsignedField(r, "max", where));
     TH_CHECK(t.add(static_cast<schedule::Collective>(c), minBytes, maxBytes, std::move(d)));
   }
+  auto nics = j.find("nics");
+  if (nics != j.end()) {
+    if (!nics->is_array()) return invalidArgument("decision table: \"nics\" must be an array");
+    for (size_t i = 0; i < nics->size(); ++i) {
+      const Json& n = (*nics)[i];
+      const std::string where = "NIC choice " + std::to_string(i);
+      if (!n.is_object()) return invalidArgument("decision table: %s is not an object", where.c_str());
+      NicChoice choice;
+      TH_ASSIGN(uint64_t rank, unsignedField(n, "rank", where));
+      TH_ASSIGN(uint64_t move, unsignedField(n, "move", where));
+      if (rank > INT32_MAX || move > 255) return invalidArgument("decision table: %s out of range", where.c_str());
+      choice.rank = static_cast<int>(rank);
+      choice.move = static_cast<NicChoice::Move>(move);
+      TH_ASSIGN(choice.why, stringField(n, "why", where, /*optional=*/true));
+      TH_CHECK(t.addNicChoice(std::move(choice)));
+    }
+  }
   return t;
 }
 
@@ -148,6 +200,11 @@ std::string DecisionTable::describe() const {
       if (!r.decision.why.empty()) out += "  (" + r.decision.why + ")";
       out += "\n";
     }
+  }
+  for (const NicChoice& n : nics_) {
+    out += "  rank " + std::to_string(n.rank) + " NIC -> " + NicChoice::moveName(n.move);
+    if (!n.why.empty()) out += "  (" + n.why + ")";
+    out += "\n";
   }
   return out;
 }

@@ -6,6 +6,9 @@
 // and switches all ranks to it at the same collective sequence number, so a
 // lookup is a pure function of (table, request): invariant 1 of ARCHITECTURE.md.
 //
+// A table may also move ranks' network traffic off their own NIC port
+// (NicChoice): that takes effect at the same collective on every rank too.
+//
 // Lookup cost: one array index by collective and a short scan of sorted upper
 // bounds (tables have a handful of ranges). No allocation, no strings.
 #pragma once
@@ -31,6 +34,23 @@ struct Decision {
   std::string toString() const;     // "ring(order=0,2,1,3)"
 };
 
+// A policy's choice for the network port of one rank (its *home* port, the one
+// the topology chose): traffic moves off it at the table's epoch boundary and
+// back when a later table no longer says so (transport/ib/ib_comm.h, "Moves the
+// policy asks for"). Ranks a table does not list stay on their home port.
+struct NicChoice {
+  enum Move : uint8_t {
+    kStay = 0,      // the home port (what a table without an entry means)
+    kOtherNic = 1,  // another port of the host when one is up, else stay: a slow port beats TCP
+    kAnyPath = 2,   // another port of the host when one is up, else TCP
+  };
+  int rank = 0;
+  Move move = kStay;
+  std::string why;  // the rule that asked for it
+  bool operator==(const NicChoice& o) const { return rank == o.rank && move == o.move; }
+  static const char* moveName(Move m);  // "stay", "other_nic", "any"
+};
+
 class DecisionTable {
  public:
   static constexpr int kCollectives = 11;  // indexed by schedule::Collective values
@@ -53,6 +73,11 @@ class DecisionTable {
   // Index of the range lookup() picks (stable id for caches), or -1.
   int rangeIndex(schedule::Collective c, uint64_t bytes) const;
 
+  // NIC choices (only ranks that do not stay; sorted by rank, one entry per rank).
+  Status addNicChoice(NicChoice choice);
+  const std::vector<NicChoice>& nicChoices() const { return nics_; }
+  NicChoice::Move nicMove(int rank) const;
+
   uint64_t version() const { return version_; }
   void setVersion(uint64_t v) { version_ = v; }
   bool sameDecisions(const DecisionTable& other) const;  // ignores version
@@ -71,6 +96,7 @@ class DecisionTable {
  private:
   uint64_t version_ = 0;
   std::vector<Range> ranges_[kCollectives];  // sorted by minBytes
+  std::vector<NicChoice> nics_;               // sorted by rank
 };
 
 }  // namespace theseus::policy

@@ -41,7 +41,9 @@ std::string Rule::label() const {
 }
 
 std::string JsonPolicy::describe() const {
-  std::string out = "JSON policy '" + name_ + "' (" + where_ + ", " + std::to_string(rules_.size()) + " rules)";
+  std::string out = "JSON policy '" + name_ + "' (" + where_ + ", " + std::to_string(rules_.size()) + " rules";
+  if (!nicRules_.empty()) out += ", " + std::to_string(nicRules_.size()) + " NIC rules";
+  out += ")";
   if (!description_.empty()) out += ": " + description_;
   return out;
 }
@@ -86,6 +88,16 @@ Result<DecisionTable> JsonPolicy::decide(const PolicyInput& in) {
   }
   advanceHysteresis(in, slowLinks);
   TH_ASSIGN(DecisionTable table, buildTable(in, usesLinks_ ? &costs : nullptr));
+  if (!nicRules_.empty()) {
+    ConditionContext ctx;
+    ctx.slowLinks = slowLinks;
+    ctx.view = in.view;
+    ctx.nowNs = in.nowNs;
+    ctx.maxAgeNs = settings_.maxAgeNs;
+    ctx.nranks = in.nranks;
+    ctx.nnodes = in.nnodes();
+    TH_CHECK(applyNicRules(&nicRules_, ctx, name_, &table));
+  }
   if (in.current != nullptr && in.currentAgeNs < settings_.minDwellNs && !table.sameDecisions(*in.current)) {
     TH_INFO(log::kPolicy, "policy '%s': a new table is ready but the current one stays %.1f s more (min_dwell_ms)",
             name_.c_str(), static_cast<double>(settings_.minDwellNs - in.currentAgeNs) / 1e9);

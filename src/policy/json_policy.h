@@ -28,6 +28,9 @@
 // best (measurements scatter). Each choice covers the sizes up to half-way
 // (geometrically) to the next sample.
 //
+// NICs. The "nics" section (nic_rules.h) decides per rank whether its traffic
+// leaves its own NIC port; the choices travel in the table.
+//
 // Dwell. A table that differs from the current one is returned only when the
 // current one has been in effect for at least min_dwell_ms; before that the
 // current table comes back unchanged (the rules' states still advance).
@@ -41,6 +44,7 @@
 
 #include "policy/condition.h"
 #include "policy/cost_estimator.h"
+#include "policy/nic_rules.h"
 #include "policy/policy.h"
 #include "policy/ring_order.h"
 
@@ -104,6 +108,7 @@ class JsonPolicy final : public Policy {
   Result<DecisionTable> decide(const PolicyInput& in) override;
 
   const std::vector<Rule>& rules() const { return rules_; }
+  const std::vector<NicRule>& nicRules() const { return nicRules_; }
   const PolicySettings& settings() const { return settings_; }
 
  private:
@@ -118,6 +123,7 @@ class JsonPolicy final : public Policy {
   std::string where_;
   PolicySettings settings_;
   std::vector<Rule> rules_;
+  std::vector<NicRule> nicRules_;
   bool usesLinks_ = false;  // a rule orders rings around slow links, counts slow_links or predicts times
   LinkVerdicts verdicts_;
   CostEstimator estimator_;  // `fastest` rules' programs

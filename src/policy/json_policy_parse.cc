@@ -79,6 +79,7 @@ class JsonPolicyParser {
   Result<double> number(const Json& v, double min, double max, const std::string& context);
   Status parseSettings(const Json& v, PolicySettings* s);
   Status parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r);
+  Status parseNicRule(const Json& v, int index, const PolicySettings& defaults, NicRule* r, bool* usesSlowLinks);
   // The rule's part of an error context ("rules[2] ('name')") and a field path in it.
   static std::string field(const std::string& rule, const std::string& path) {
     return (rule.empty() ? std::string() : rule + ": ") + "field '" + path + "'";
@@ -465,6 +466,42 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
   return checkUseServes(context, listed, r);
 }
 
+Status JsonPolicyParser::parseNicRule(const Json& v, int index, const PolicySettings& defaults, NicRule* r,
+                                      bool* usesSlowLinks) {
+  r->index = index;
+  std::string context = "nics[" + std::to_string(index) + "]";
+  if (!v.is_object()) return fail(context, "expected an object");
+  if (v.contains("name")) {
+    if (!v["name"].is_string()) return fail(field(context, "name"), "expected a string");
+    r->name = v["name"].get<std::string>();
+    context += " ('" + r->name + "')";
+  }
+  TH_CHECK(checkKeys(v, {"name", "comment", "when", "move", "hold", "margin"}, context));
+  if (!v.contains("when")) return fail(context, "field 'when' is missing (a condition; $r is the rank)");
+  if (!v["when"].is_string()) return fail(field(context, "when"), "expected a condition (a string)");
+  r->when = v["when"].get<std::string>();
+  auto c = Condition::parse(NicRule::forRank(r->when, 0));
+  if (!c.isOk()) return fail(field(context, "when"), "%s (with $r = 0)", c.status().message().c_str());
+  *usesSlowLinks = c.value().usesSlowLinks();
+  r->move = NicChoice::kOtherNic;
+  if (v.contains("move")) {
+    const Json& m = v["move"];
+    if (m == "other_nic") r->move = NicChoice::kOtherNic;
+    else if (m == "any") r->move = NicChoice::kAnyPath;
+    else return fail(field(context, "move"), "expected \"other_nic\" or \"any\" (got %s)", m.dump().c_str());
+  }
+  r->hold = defaults.hold;
+  r->margin = defaults.margin;
+  if (v.contains("hold")) {
+    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, field(context, "hold")));
+    r->hold = static_cast<int>(h);
+  }
+  if (v.contains("margin")) {
+    TH_ASSIGN(r->margin, number(v["margin"], 0, 10, field(context, "margin")));
+  }
+  return Status::ok();
+}
+
 // Bounds on what a policy may be, so the leader never spends the bootstrap's timeout (or
 // its memory) on one: parsing is linear, about 10 us per rule.
 constexpr size_t kMaxPolicyBytes = size_t(16) << 20;
@@ -481,7 +518,7 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& tex
     return fail("", "not valid JSON: %s", e.what());
   }
   if (!j.is_object()) return fail("", "the top level must be an object");
-  TH_CHECK(checkKeys(j, {"version", "name", "description", "comment", "settings", "rules"}, ""));
+  TH_CHECK(checkKeys(j, {"version", "name", "description", "comment", "settings", "rules", "nics"}, ""));
   if (!j.contains("version")) return fail("field 'version'", "missing (this is format version 1)");
   if (!j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
     return fail("field 'version'", "unsupported version %s (this library reads version 1)", j["version"].dump().c_str());
@@ -509,6 +546,19 @@ Result<std::unique_ptr<JsonPolicy>> JsonPolicyParser::run(const std::string& tex
     bool avoids = r.use.order == RuleUse::Order::kAvoidSlowLinks || !r.use.fastest.empty();
     p->usesLinks_ = p->usesLinks_ || avoids || (r.when && r.when->usesSlowLinks());
     p->rules_.push_back(std::move(r));
+  }
+  if (j.contains("nics")) {
+    const Json& nics = j["nics"];
+    if (!nics.is_array()) return fail("field 'nics'", "expected an array of NIC rules");
+    if (nics.size() > kMaxRules)
+      return fail("field 'nics'", "%zu rules; a policy may have at most %zu", nics.size(), kMaxRules);
+    for (size_t i = 0; i < nics.size(); ++i) {
+      NicRule r;
+      bool slowLinks = false;
+      TH_CHECK(parseNicRule(nics[i], static_cast<int>(i), p->settings_, &r, &slowLinks));
+      p->usesLinks_ = p->usesLinks_ || slowLinks;
+      p->nicRules_.push_back(std::move(r));
+    }
   }
   return p;
 }

@@ -130,6 +130,9 @@ Result<DecisionTable> evaluate(Policy& p, const PolicyInput& in) {
                                st.message().c_str());
     }
   }
+  for (const NicChoice& n : table.nicChoices())
+    if (n.rank >= in.nranks)
+      return invalidArgument("policy '%s': a NIC choice for rank %d of %d", p.name().c_str(), n.rank, in.nranks);
   return table;
 }
 

@@ -91,6 +91,10 @@ class Backend {
   // Attributes of this rank that change while the job runs (a NIC port's state), read every
   // attribute interval (TransportManager::liveAttributes).
   virtual void liveAttributes(std::vector<std::pair<std::string, double>>* out) const { (void)out; }
+  // The policy's choice for this rank's own network port (policy::NicChoice: 0 stay, 1 another
+  // NIC, 2 another NIC or TCP), set when the table that carries it takes effect. Backends
+  // without ports to choose from ignore it.
+  virtual void setNicMove(int move) { (void)move; }
 };
 
 }  // namespace theseus::transport

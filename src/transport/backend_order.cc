@@ -76,8 +76,9 @@ const netplugin::NetPlugin* queryIbNetwork(const BackendContext& ctx) {
 
 // rank.<r>.net_up (1 while the port is active, 0 once it went down) and rank.<r>.net_errors (the
 // asynchronous errors the HCA reported: fatal QP and CQ errors) and rank.<r>.net_failovers (its
-// connections that moved to TCP) and rank.<r>.net_away (its connections carried by another HCA now)
-// for the IB device a rank uses.
+// connections that moved to TCP), rank.<r>.net_away (its connections carried by another HCA now),
+// rank.<r>.net_rate_gbps (the port's link rate now) and rank.<r>.net_moved (the policy's NIC choice
+// in effect for the port: 0 stay, 1 another NIC, 2 another NIC or TCP) for the IB device a rank uses.
 void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<std::string, double>>* out) {
   const auto& devices = ib::IbDevices::get().devices();
   if (device < 0 || device >= static_cast<int>(devices.size())) return;
@@ -86,6 +87,17 @@ void ibDeviceProbe(int device, const std::string& prefix, std::vector<std::pair<
   out->emplace_back(prefix + "net_errors", static_cast<double>(d->asyncErrors.load()));
   out->emplace_back(prefix + "net_failovers", static_cast<double>(d->failovers.load()));
   out->emplace_back(prefix + "net_away", static_cast<double>(d->away.load()));
+  out->emplace_back(prefix + "net_rate_gbps", d->rateMbps.load() / 1000.0);
+  out->emplace_back(prefix + "net_moved", static_cast<double>(d->policyMove()));
+}
+
+// A policy's NIC choice for the rank's IB port: one vote per communicator (IbDevice::moveVotes).
+void ibDeviceMove(int device, int from, int to) {
+  const auto& devices = ib::IbDevices::get().devices();
+  if (device < 0 || device >= static_cast<int>(devices.size())) return;
+  ib::IbDevice* d = devices[static_cast<size_t>(device)];
+  if (from > 0 && from <= 2) d->moveVotes[from].fetch_sub(1);
+  if (to > 0 && to <= 2) d->moveVotes[to].fetch_add(1);
 }
 
 // The IB backend exists on every rank unless IB is off by configuration (NCCL_IB_DISABLE=1, or
@@ -142,7 +154,8 @@ Result<std::vector<std::unique_ptr<Backend>>> makeBackends(const BackendContext&
         if (network == nullptr)
           return invalidUsage("transport backend 'ib': the IB network is not available (%s)",
                               ib::IbDevices::get().why().c_str());
-        out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, network, true, Kind::kIb, ibDeviceProbe));
+        out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, network, true, Kind::kIb, ibDeviceProbe,
+                                                                    ibDeviceMove));
       } else if (name == "netplugin") {
         const netplugin::NetPlugin* plugin = queryNetPlugin(ctx);
         if (plugin == nullptr) return invalidUsage("transport backend 'netplugin': no NCCL net plugin is loaded");
@@ -165,7 +178,7 @@ Result<std::vector<std::unique_ptr<Backend>>> makeBackends(const BackendContext&
     const bool useIb = config.net.empty() || strcasecmp(config.net.c_str(), "IB") == 0;
     const netplugin::NetPlugin* network = useIb ? queryIbNetwork(ctx) : nullptr;
     out.push_back(std::make_unique<netplugin::NetPluginBackend>(ctx, network, network != nullptr, Kind::kIb,
-                                                                ibDeviceProbe));
+                                                                ibDeviceProbe, ibDeviceMove));
   }
   out.push_back(std::make_unique<SocketBackend>(ctx));
   return out;

@@ -94,6 +94,9 @@ class TransportManager {
   // ok while there is none. Cheap: the engine asks on every idle millisecond of a wait.
   virtual Status asyncFailure() const { return Status::ok(); }
 
+  // The policy's NIC choice for this rank (Backend::setNicMove), passed to every backend.
+  virtual void setNicMove(int move) { (void)move; }
+
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }
 };

@@ -297,6 +297,10 @@ std::vector<std::pair<std::string, double>> TransportManagerImpl::liveAttributes
   return out;
 }
 
+void TransportManagerImpl::setNicMove(int move) {
+  for (const auto& b : backends_) b->setNicMove(move);
+}
+
 PeerStats TransportManagerImpl::stats(int peer) const {
   PeerStats s;
   if (peer < 0 || peer >= nranks_) return s;

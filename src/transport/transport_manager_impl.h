@@ -38,6 +38,7 @@ class TransportManagerImpl final : public TransportManager {
   PeerStats stats(int peer) const override;
   std::vector<std::pair<std::string, double>> setUpAttributes() const override;
   std::vector<std::pair<std::string, double>> liveAttributes() const override;
+  void setNicMove(int move) override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
   uint64_t memoryBytes() const override;

@@ -253,6 +253,108 @@ THESEUS_RANK_FN(ib_survives) {
   return 0;
 }
 
+// A port that degrades (the double's rate-file: its link trains down to 2.5 Gb/s and its requests
+// are paced at that rate) while a JSON policy watches rank.<r>.net_rate_gbps. Each iteration is a
+// checked collective, a timed 4 MiB allreduce and a small control allreduce in which rank 1 says
+// whether its traffic has left its port and come back (args[2] "other_nic": net_away; "any": its
+// log), so every rank moves through the phases at the same iteration:
+//   healthy (20 iterations) -> rank 0 marks <dir>/started, the test degrades host 1's port ->
+//   degraded until rank 1 reports the move -> 30 iterations moved -> rank 0 marks <dir>/heal,
+//   the rate-file goes -> until rank 1 reports it is back home -> 30 more.
+// Prints the 4 MiB allreduce's median per phase; rank 1 checks it counted no failover.
+THESEUS_RANK_FN(ib_degraded) {
+  ownHost(ctx);
+  const std::string dir = ctx.args.at(0), mode = ctx.args.at(1);
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  auto attribute = [&](const std::string& name) {
+    double value = -1;
+    int isSet = 0;
+    if (theseusGetAttribute(comm, name.c_str(), &value, &isSet) != ncclSuccess || !isSet) return -1.0;
+    return value;
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Rank 1's view: 1 while its traffic is off its port, 2 once it came back (after the heal).
+  auto where = [&](bool healed) -> int {
+    if (ctx.rank != 1) return 0;
+    if (mode == "other_nic") {
+      const double away = attribute("rank.1.net_away");
+      return away >= 1 ? 1 : (healed && away == 0 ? 2 : 0);
+    }
+    const std::string log = myLog(dir);
+    const int toTcp = count(log, "the connection moves to TCP"), back = count(log, "the connection moved back to IB");
+    if (toTcp == 0) return 0;
+    return healed && back >= toTcp ? 2 : (back < toTcp ? 1 : 0);
+  };
+  const size_t n = (size_t{4} << 20) / sizeof(float);
+  std::vector<float> big(n, 1.0f), out(n);
+  float *dbig = nullptr, *dout = nullptr;
+  dbig = big.data();
+  dout = out.data();
+  std::mt19937_64 gen(7);
+  std::vector<float> x(size_t{1} << 15), y(size_t{1} << 15);
+  enum Phase { kHealthy, kDegraded, kMoved, kHealing, kHome, kDone };
+  const char* names[] = {"healthy", "degraded, not moved yet", "moved", "healed, not back yet", "back home"};
+  std::vector<double> ms[5];
+  Phase phase = kHealthy;
+  int inPhase = 0;
+  for (int i = 0; phase != kDone; ++i) {
+    RANK_CHECK(i < 5000);
+    if (phase == kHealthy && inPhase == 20) {
+      if (ctx.rank == 0) std::ofstream(dir + "/started") << "1\n";
+      phase = kDegraded;
+      inPhase = 0;
+    }
+    bool wrong = false;
+    RANK_NCCL(theseus::test::checkedCollective(comm, ctx.rank, ctx.nranks, gen, x, y, &wrong));
+    RANK_CHECK(!wrong);
+    auto t0 = std::chrono::steady_clock::now();
+    RANK_NCCL(ncclAllReduce(dbig, dout, n, ncclFloat, ncclSum, comm, nullptr));
+    ms[phase].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    RANK_CHECK(out[0] == static_cast<float>(ctx.nranks) && out[n - 1] == static_cast<float>(ctx.nranks));
+    int mine = where(phase >= kHealing), seen = 0;
+    RANK_NCCL(ncclAllReduce(&mine, &seen, 1, ncclInt, ncclMax, comm, nullptr));
+    ++inPhase;
+    if (phase == kDegraded && seen == 1) phase = kMoved, inPhase = 0;
+    else if (phase == kMoved && inPhase == 30) {
+      if (ctx.rank == 0) std::ofstream(dir + "/heal") << "1\n";
+      phase = kHealing;
+      inPhase = 0;
+    } else if (phase == kHealing && seen == 2) phase = kHome, inPhase = 0;
+    else if (phase == kHome && inPhase == 30) phase = kDone;
+  }
+  std::string summary;
+  for (int p = 0; p < 5; ++p) {
+    std::vector<double> v = ms[p];
+    std::sort(v.begin(), v.end());
+    char line[160];
+    snprintf(line, sizeof(line), "%s%s: %zu x, median %.1f ms", p ? "; " : "", names[p], v.size(),
+             v.empty() ? 0.0 : v[v.size() / 2]);
+    summary += line;
+  }
+  fprintf(stderr, "[rank %d] 4 MiB allreduce: %s\n", ctx.rank, summary.c_str());
+  if (ctx.rank == 1) RANK_CHECK(attribute("rank.1.net_failovers") == 0);  // planned moves are no failures
+  RANK_NCCL(ncclCommDestroy(comm));
+  if (ctx.rank == 1) {
+    const std::string log = myLog(dir);
+    const std::string moved = mode == "other_nic" ? "to another HCA: the policy moves traffic off its own port"
+                                                  : "the policy moves traffic off its own port fake_mlx5_0:1; the "
+                                                    "connection moves to TCP";
+    for (const std::string& text : {std::string("runs at 2500 Mb/s, below its 200000 Mb/s at start"), moved,
+                                    std::string("the connection moved back to IB")}) {
+      if (log.find(text) == std::string::npos) {
+        fprintf(stderr, "[rank 1] the log does not show \"%s\":\n%s\n", text.c_str(), log.c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 // NCCL_NET=IB where the double has no device: init fails and says why.
 THESEUS_RANK_FN(ib_required) {
   ownHost(ctx);
@@ -337,6 +439,54 @@ TEST_F(Ib, APortDownMovesTheConnectionsToAnotherHcaAndBack) {
                     "log=the connection moved back to IB", "away"},
                    true, "fake_mlx5_1");
 }
+
+// A port that degrades without failing: the policy (a "nics" rule on rank.<r>.net_rate_gbps)
+// moves its traffic at an epoch boundary, here to the host's other HCA ("other_nic") or, with one
+// HCA per host, to TCP ("any"), and back once the rate is whole again. Every result right, the
+// decision logs of all ranks identical and showing the NIC choice, no failover counted.
+void degradedPortMoves(const std::string& dir, SpawnOptions o, const std::string& move) {
+  const std::string policy = dir + "/policy.json";
+  std::ofstream(policy) << R"({"version": 1, "name": "nic-health", "rules": [],
+    "nics": [{"name": "degraded port", "move": ")"
+                        << move << R"J(", "when": "rank.$r.net_rate_gbps < 0.5 * max(rank.*.net_rate_gbps)"}]})J";
+  o.env["THESEUS_POLICY"] = policy;
+  o.env["THESEUS_POLICY_INTERVAL_MS"] = "50";
+  o.env["THESEUS_ATTRS_INTERVAL_MS"] = "50";
+  o.env["THESEUS_DECISION_LOG"] = dir + "/decisions.%r";
+  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,POLICY";
+  o.args.push_back(move);
+  const std::string device = move == "other_nic" ? "fake_mlx5_1" : "fake_mlx5_0";
+  std::thread degrade([dir, device] {
+    auto waitFor = [&](const std::string& mark) {
+      for (int i = 0; i < 12000 && !exists(dir + "/" + mark); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    };
+    const std::string rate = dir + "/rate-host1-" + device + "-1";
+    waitFor("started");
+    std::ofstream(rate) << "2500\n";
+    waitFor("heal");
+    unlink(rate.c_str());
+  });
+  auto r = runRanks("ib_degraded", 3, o);
+  if (!exists(dir + "/heal")) std::ofstream(dir + "/heal") << "1\n";  // let the thread go
+  if (!exists(dir + "/started")) std::ofstream(dir + "/started") << "1\n";
+  degrade.join();
+  ASSERT_TRUE(r.allOk()) << r.describe();
+  const std::string log0 = readFile(dir + "/decisions.0");
+  EXPECT_NE(log0.find(R"("nics":[{"move":")" + move + R"(","rank":1,"why":"nic rule 0 'degraded port'"}])"),
+            std::string::npos)
+      << log0;
+  EXPECT_EQ(readFile(dir + "/decisions.1"), log0);
+  EXPECT_EQ(readFile(dir + "/decisions.2"), log0);
+}
+
+TEST_F(Ib, APolicyMovesADegradedPortsTrafficToAnotherHcaAndBack) {
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "fake_mlx5_0,fake_mlx5_1";
+  degradedPortMoves(dir_, o, "other_nic");
+}
+
+TEST_F(Ib, APolicyMovesADegradedPortsTrafficToTcpAndBack) { degradedPortMoves(dir_, options(), "any"); }
 
 // With THESEUS_IB_FAILOVER_HCA=0 the connections stay on TCP until their own port is back.
 TEST_F(Ib, WithoutHcaFailoverTheConnectionsWaitOnTcp) {

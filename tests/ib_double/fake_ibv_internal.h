@@ -76,6 +76,10 @@ struct FakeDevice {
   DeviceConfig cfg;
   uint64_t guid = 0;
   std::vector<char> portUp;  // [port], as the wire thread last saw the down-files
+  // [port]: the rate the wire thread paces the port's requests at (Mb/s, from the rate-files;
+  // 0: not paced), and when the port's last request is through at that rate.
+  std::vector<int> pacedMbps;
+  std::vector<Clock::time_point> busyUntil;
 };
 
 struct FakeContext {
@@ -245,6 +249,10 @@ void notifyCq(FakeCq* cq);
 void closeRequesterLocked(FakeQp* qp);
 bool portIsUp(const State& s, const FakeDevice* dev, int port);
 std::string downFilePath(const State& s, const FakeDevice* dev, int port);
+// <DIR>/rate-<host>-<device>-<port>: the port's degraded link rate in Mb/s while it exists.
+std::string rateFilePath(const State& s, const FakeDevice* dev, int port);
+// The rate in the port's rate-file, or 0 when there is none (or it does not hold a rate).
+int degradedRateMbps(const State& s, const FakeDevice* dev, int port);
 // The retry budget of a QP (README.md: 4.096 us * 2^timeout * (retry_cnt + 1), bounded).
 Clock::duration retryBudget(const FakeQp* qp);
 // Translates an SGE (lkey) or remote (rkey) address range to a pointer; nullptr when not allowed.

@@ -54,6 +54,9 @@ FakeDevice* makeDevice(const State& s, const DeviceConfig& cfg, int index) {
   makeDirs(d->dev.ibdev_path);
   d->portUp.assign(cfg.ports + 1, 1);
   for (int p = 1; p <= cfg.ports; ++p) d->portUp[p] = access(downFilePath(s, d, p).c_str(), F_OK) != 0;
+  d->pacedMbps.assign(cfg.ports + 1, 0);
+  d->busyUntil.assign(cfg.ports + 1, Clock::time_point{});
+  for (int p = 1; p <= cfg.ports; ++p) d->pacedMbps[p] = degradedRateMbps(s, d, p);
   return d;
 }
 
@@ -170,6 +173,19 @@ bool portIsUp(const State& s, const FakeDevice* dev, int port) {
 
 std::string downFilePath(const State& s, const FakeDevice* dev, int port) {
   return s.cfg.dir + "/down-" + s.cfg.host + "-" + dev->cfg.name + "-" + std::to_string(port);
+}
+
+std::string rateFilePath(const State& s, const FakeDevice* dev, int port) {
+  return s.cfg.dir + "/rate-" + s.cfg.host + "-" + dev->cfg.name + "-" + std::to_string(port);
+}
+
+int degradedRateMbps(const State& s, const FakeDevice* dev, int port) {
+  FILE* f = fopen(rateFilePath(s, dev, port).c_str(), "r");
+  if (f == nullptr) return 0;
+  int mbps = 0;
+  if (fscanf(f, "%d", &mbps) != 1 || mbps < 1 || mbps > 10000000) mbps = 0;
+  fclose(f);
+  return mbps;
 }
 
 }  // namespace theseus::fakeibv
@@ -290,7 +306,8 @@ FAKE_IBV_EXPORT int ibv_query_port(ibv_context* context, uint8_t port, _compat_i
   attr->sm_lid = d->cfg.roce ? 0 : 1;
   attr->max_vl_num = 4;
   attr->subnet_timeout = 18;
-  speedToIb(d->cfg.speedMbps, &attr->active_speed, &attr->active_width);
+  const int degraded = degradedRateMbps(s, d, port);
+  speedToIb(degraded > 0 ? degraded : d->cfg.speedMbps, &attr->active_speed, &attr->active_width);
   attr->link_layer = d->cfg.roce ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   if (!d->cfg.roce) attr->port_cap_flags = IBV_PORT_CM_SUP;
   return 0;

@@ -311,6 +311,12 @@ void progressRequester(State& s, FakeQp* qp, Clock::time_point now) {
     qp->nextAttempt = now + kConnectRetry;
     return;
   }
+  FakeDevice* dev = qp->ctx->dev;
+  const int paced = dev->pacedMbps[qp->port];
+  if (paced > 0 && now < dev->busyUntil[qp->port]) {  // a degraded port: its earlier requests still "on the wire"
+    qp->nextAttempt = dev->busyUntil[qp->port];
+    return;
+  }
   if (qp->outFd < 0 && !connectPeer(qp)) {
     beginEpisode(qp, now);
     qp->nextAttempt = now + kConnectRetry;
@@ -321,6 +327,9 @@ void progressRequester(State& s, FakeQp* qp, Clock::time_point now) {
     moveToError(s, qp, err);
     return;
   }
+  if (paced > 0)  // bits over Mb/s = microseconds
+    dev->busyUntil[qp->port] = std::max(now, dev->busyUntil[qp->port]) +
+                               std::chrono::microseconds(uint64_t{w.length} * 8 / static_cast<uint64_t>(paced));
   qp->inFlight = true;
   qp->idleEnd = now + idleBudget(qp);
   bool progress = false;
@@ -538,6 +547,7 @@ void acceptAll(State& s, FakeQp* qp) {
 
 void checkPorts(State& s) {
   for (FakeDevice* d : s.devices) {
+    for (int p = 1; p <= d->cfg.ports; ++p) d->pacedMbps[p] = degradedRateMbps(s, d, p);
     for (int p = 1; p <= d->cfg.ports; ++p) {
       const bool up = access(downFilePath(s, d, p).c_str(), F_OK) != 0;
       if (up == (d->portUp[p] != 0)) continue;

@@ -139,6 +139,20 @@ void apiDevices(const std::string&) {
   IBD_CHECK_EQ(pa.active_mtu, IBV_MTU_4096);
   IBD_CHECK_EQ(pa.active_speed, 64);  // HDR x4 = 200 Gb/s, the default
   IBD_CHECK_EQ(pa.active_width, 2);
+  // A degraded link (the rate-file): the port reports the lower rate while the file exists.
+  const std::string rate = boardDir() + "/rate-" + host() + "-fb-1";
+  FILE* f = fopen(rate.c_str(), "w");
+  IBD_CHECK(f != nullptr);
+  fprintf(f, "25000\n");
+  fclose(f);
+  IBD_CHECK_EQ(ibv_query_port(cb, 1, &pa), 0);
+  IBD_CHECK_EQ(pa.state, IBV_PORT_ACTIVE);
+  IBD_CHECK_EQ(pa.active_speed, 32);  // EDR ...
+  IBD_CHECK_EQ(pa.active_width, 1);   // ... x1
+  unlink(rate.c_str());
+  IBD_CHECK_EQ(ibv_query_port(cb, 1, &pa), 0);
+  IBD_CHECK_EQ(pa.active_speed, 64);
+  IBD_CHECK_EQ(pa.active_width, 2);
 
   // RoCE: fe80::<guid> as v1 and v2, then ::ffff:10.x.y.<port> as v1 and v2.
   ibv_gid_entry e[4];

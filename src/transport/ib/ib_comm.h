@@ -63,6 +63,20 @@
 // So a port that fails and heals costs two short TCP interludes, and the
 // traffic runs on the home port, the rail the topology chose, whenever it can.
 //
+// Moves the policy asks for (policy::NicChoice, at an epoch boundary): a
+// policy may move a rank's traffic off its home port while the port is up —
+// degraded, slow, erroring — to another HCA port of the host ("other_nic";
+// with none up the connection stays: a slow port beats TCP), or to another
+// port or else TCP ("any"). The communicator's engine sets the choice on the
+// home port when the table that carries it takes effect (IbDevice::moveVotes),
+// and each connection of the port, at its next poll on IB, sees that the port
+// it should use (moveTarget) is another one and starts a planned failover:
+// the same lossless FAILOVER/RESUME and move back as above, not counted as a
+// failure. A later table without the choice brings the traffic home the same
+// way. The receiver's side decides for its own port when it answers RECOVER;
+// when its policy keeps it on TCP it flags its REFUSED so, and the sender asks
+// again every 0.5 s instead of backing off to 10 s.
+//
 // Errors are sticky and name the device, the peer's address and the QP: a
 // completion error (ibv_wc_status_str), a port that went down (with failover
 // off, or when the socket fails too), a CTS or immediate that breaks the
@@ -97,6 +111,7 @@ enum TcpType : uint32_t { kFailover = 1, kResume = 2, kData = 3, kRecover = 4, k
 // FAILOVER/RESUME's tag: flags.
 inline constexpr int32_t kPlanned = 1;   // a move back home, not a failure
 inline constexpr int32_t kPortUp = 2;    // RESUME: the receiver has a port up; the move back may start at once
+inline constexpr int32_t kPolicy = 4;    // REFUSED: the receiver's port is up, but the policy keeps it on TCP
 
 // What travels on the set-up socket after the set-up (failover, ib_failover.cc).
 struct TcpHeader {
@@ -217,7 +232,7 @@ class IbComm {
   Status onRecoverMessage();         // the RECOVER, RECOVERED, REFUSED or READY in hdr_
   IbDevice* usableDevice() const;    // the port a move back to IB would use (null: none is up)
   Status switchTo(IbDevice* to);     // queues destroyed: the comm's FIFO registered on `to` from now on
-  bool wantsHome() const;            // on another HCA while the home port is up again
+  IbDevice* moveTarget() const;      // IB mode: where the connection should run now (dev_: stay; null: TCP)
   std::string where(int qp) const;        // "mlx5_0:1 QP 3 (to 10.0.0.2:41234)"
 
   const IbVerbs* v_;

@@ -57,9 +57,14 @@ Status IbComm::poll() {
   if (mode_ != Mode::kIb) return progressTcp();
   if (!dev_->up.load(std::memory_order_relaxed))
     return failOver(remoteError("IB: %s: the port is down", where(-1).c_str()));
-  if (dev_ != home_ && wantsHome()) {
-    TH_INFO(log::kNet, "IB: %s: its own port %s:%d is up again; the connection moves back to it", where(-1).c_str(),
-            home_->name.c_str(), home_->port);
+  // A move when the connection is away from home or the policy asks for one (no clock read otherwise).
+  if (IbDevice* to = dev_ != home_ || home_->policyMove() != 0 ? moveTarget() : dev_; to != dev_) {
+    if (to == home_)
+      TH_INFO(log::kNet, "IB: %s: its own port %s:%d is usable again (up, and no policy moves traffic off it); the "
+              "connection moves back to it", where(-1).c_str(), home_->name.c_str(), home_->port);
+    else
+      TH_INFO(log::kNet, "IB: %s: the policy moves traffic off its own port %s:%d; the connection moves to %s",
+              where(-1).c_str(), home_->name.c_str(), home_->port, to != nullptr ? to->name.c_str() : "TCP");
     return failOver(Status::ok(), /*planned=*/true);
   }
   ibv_wc wcs[16];

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "transport/ib/ib_hca_filter.h"
 #include "transport/ib/ib_settings.h"
@@ -53,7 +54,25 @@ const char* eventName(const IbVerbs* v, ibv_event_type t) {
   return s != nullptr ? s : "unknown event";
 }
 
-// Reads the asynchronous events of every context (see the header) until the process exits.
+constexpr uint64_t kRateCheckNs = 500 * 1000000ull;
+
+// The port's link rate now; a change is logged (a rate below the one at discovery at WARN: the link
+// trained down, and its traffic moves only if a policy asks).
+void checkRate(const IbVerbs* v, IbDevice* d) {
+  ibv_port_attr a{};
+  if (v->queryPort(d->context, static_cast<uint8_t>(d->port), &a) != 0 || a.state != IBV_PORT_ACTIVE) return;
+  const int rate = ibPortSpeedMbps(a.active_speed, a.active_width);
+  const int before = d->rateMbps.exchange(rate);
+  if (rate == before) return;
+  if (rate < d->speedMbps)
+    TH_WARN("IB: %s:%d runs at %d Mb/s, below its %d Mb/s at start (a degraded link)", d->name.c_str(), d->port, rate,
+            d->speedMbps);
+  else
+    TH_INFO(log::kNet, "IB: %s:%d runs at %d Mb/s", d->name.c_str(), d->port, rate);
+}
+
+// Reads the asynchronous events of every context (see the header) until the process exits, and
+// queries the ports' link rates every kRateCheckNs.
 void monitor(const IbVerbs* v, std::vector<IbDevice*> devices) {
   std::vector<ibv_context*> contexts;
   for (IbDevice* d : devices)
@@ -63,8 +82,13 @@ void monitor(const IbVerbs* v, std::vector<IbDevice*> devices) {
     fcntl(c->async_fd, F_SETFL, fcntl(c->async_fd, F_GETFL) | O_NONBLOCK);
     fds.push_back(pollfd{c->async_fd, POLLIN, 0});
   }
+  uint64_t nextRateCheck = 0;
   for (;;) {
-    if (poll(fds.data(), fds.size(), 1000) <= 0) continue;
+    if (const uint64_t now = nowNs(); now >= nextRateCheck) {
+      nextRateCheck = now + kRateCheckNs;
+      for (IbDevice* d : devices) checkRate(v, d);
+    }
+    if (poll(fds.data(), fds.size(), static_cast<int>(kRateCheckNs / 1000000)) <= 0) continue;
     for (size_t i = 0; i < fds.size(); ++i) {
       if ((fds[i].revents & POLLIN) == 0) continue;
       ibv_async_event ev{};
@@ -192,6 +216,7 @@ void IbDevices::discover() {
       d->guid = dattr.node_guid;
       d->pciPath = pci;
       d->speedMbps = ibPortSpeedMbps(pattr.active_speed, pattr.active_width);
+      d->rateMbps.store(d->speedMbps);
       d->maxQpWr = dattr.max_qp_wr;
       d->gidIndex = d->roce ? chooseRoceGid(verbs_, ctx, port, pattr.gid_tbl_len, s) : std::max(s.gidIndex, 0);
       if (verbs_->queryGid(ctx, static_cast<uint8_t>(port), d->gidIndex, &d->gid) != 0) {

@@ -13,7 +13,10 @@
 //
 // Port state: a monitor thread reads every context's asynchronous events
 // (port error / active, fatal QP and CQ errors) and keeps each port's state
-// and error count, which connections check and the backend reports.
+// and error count, which connections check and the backend reports. Every
+// 500 ms it also queries each port's link rate (a link that trains down to
+// fewer lanes or a lower speed raises no event), which the backend reports as
+// rank.<r>.net_rate_gbps for policies to see.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -47,6 +50,16 @@ struct IbDevice {
   std::atomic<uint64_t> asyncErrors{0};
   std::atomic<uint64_t> failovers{0};  // connections of this port that moved to TCP
   std::atomic<int> away{0};            // connections set up on this port that run on another HCA now
+  std::atomic<int> rateMbps{0};        // the link rate now (active speed x width; the monitor's last query)
+  // The policy's choices for this port (policy::NicChoice: [1] other_nic, [2] any), one vote per
+  // communicator of the process that asks; the strongest asked for applies to every connection
+  // set up on the port (ib_comm.h, "Moves the policy asks for").
+  std::atomic<int> moveVotes[3] = {};
+  int policyMove() const {
+    return moveVotes[2].load(std::memory_order_relaxed) > 0   ? 2
+           : moveVotes[1].load(std::memory_order_relaxed) > 0 ? 1
+                                                               : 0;
+  }
   std::string describe() const;  // "mlx5_0:1 (IB, LID 3, 200000 Mb/s)"
 };
 

@@ -76,7 +76,7 @@ void IbComm::quiesceQps() {
 Status IbComm::failOver(const Status& why, bool planned) {
   if (!failoverEnabled_ || sock_ < 0) return planned ? Status::ok() : why;
   if (mode_ != Mode::kIb) return Status::ok();
-  if (planned) {  // the side that moves home said why; the other was told by the peer
+  if (planned) {  // the side that moves said why; the other was told by the peer
     nextRecoveryNs_ = nowNs();
   } else {
     TH_WARN("%s; the connection moves to TCP", why.message().c_str());
@@ -112,7 +112,8 @@ Status IbComm::onResume(uint64_t first, int32_t flags) {
                        static_cast<unsigned long long>(first), static_cast<unsigned long long>(sent_));
   if (mode_ == Mode::kIb) {  // the receiver saw the failure first, or moves back to its own port
     if (planned) {
-      TH_INFO(log::kNet, "IB: %s: the peer moves the connection back to its own port", where(-1).c_str());
+      TH_INFO(log::kNet, "IB: %s: the peer moves the connection to another port of its own (planned)",
+              where(-1).c_str());
       nextRecoveryNs_ = nowNs();
     } else {
       TH_WARN("IB: %s: the peer's IB path failed; the connection moves to TCP", where(-1).c_str());
@@ -169,7 +170,9 @@ Status IbComm::checkSocket() {
   const bool planned = (hdr_.tag & wire::kPlanned) != 0;
   if (side_ == kSender && hdr_.type == wire::kResume) return onResume(hdr_.seq, hdr_.tag);
   if (side_ == kReceiver && hdr_.type == wire::kFailover) {
-    if (planned) TH_INFO(log::kNet, "IB: %s: the peer moves the connection back to its own port", where(-1).c_str());
+    if (planned)
+      TH_INFO(log::kNet, "IB: %s: the peer moves the connection to another port of its own (planned)",
+              where(-1).c_str());
     return failOver(remoteError("IB: %s: the peer's IB path failed", where(-1).c_str()), planned);
   }
   return remoteError("IB: %s: protocol error: unexpected message %u on the failover socket", where(-1).c_str(),

@@ -21,17 +21,29 @@ Result<bool> IbComm::readInfo() {
   return true;
 }
 
+// The home port unless it is down or the policy moves its traffic away; else the port the
+// connection is on, if fine; else another HCA port of the host with the same link layer; with
+// no such port, a home port the policy only asks to leave for another NIC (a slow port beats
+// TCP), else none (TCP).
 IbDevice* IbComm::usableDevice() const {
-  if (home_->up.load(std::memory_order_relaxed)) return home_;
-  if (!otherHcas_) return nullptr;
-  if (dev_ != home_ && dev_->up.load(std::memory_order_relaxed)) return dev_;  // stay where it went
-  for (IbDevice* d : IbDevices::get().devices())
-    if (d != home_ && d->roce == home_->roce && d->up.load(std::memory_order_relaxed)) return d;
+  const int move = home_->policyMove();
+  auto fine = [&](IbDevice* d) { return d->up.load(std::memory_order_relaxed) && (d != home_ || move == 0); };
+  if (fine(home_)) return home_;
+  if (otherHcas_) {
+    if (dev_ != home_ && fine(dev_)) return dev_;  // stay where it went
+    for (IbDevice* d : IbDevices::get().devices())
+      if (d != home_ && d->roce == home_->roce && fine(d)) return d;
+  }
+  if (move == 1 && home_->up.load(std::memory_order_relaxed)) return home_;
   return nullptr;
 }
 
-bool IbComm::wantsHome() const {
-  return dev_ != home_ && home_->up.load(std::memory_order_relaxed) && nowNs() >= nextRecoveryNs_;
+IbDevice* IbComm::moveTarget() const {
+  if (nowNs() < nextRecoveryNs_) return dev_;
+  IbDevice* to = usableDevice();
+  // Off a port that is up only for a port that is up (or to TCP when the policy says so): a move
+  // because the peer's port failed is the failover's, not this.
+  return to == nullptr && home_->policyMove() != 2 ? dev_ : to;
 }
 
 Status IbComm::switchTo(IbDevice* to) {
@@ -47,7 +59,9 @@ Status IbComm::switchTo(IbDevice* to) {
   if (to == home_) home_->away.fetch_sub(1);
   TH_WARN("IB: %s:%d -> %s:%d: the connection %s %s moves %s", from->name.c_str(), from->port, to->name.c_str(),
           to->port, side_ == kSender ? "to" : "from", peer_.c_str(),
-          to == home_ ? "back to its own port" : "to another HCA while its own port is down");
+          to == home_                                     ? "back to its own port"
+          : home_->up.load(std::memory_order_relaxed)     ? "to another HCA: the policy moves traffic off its own port"
+                                                          : "to another HCA while its own port is down");
   return Status::ok();
 }
 
@@ -76,8 +90,10 @@ Status IbComm::onRecoverMessage() {
     if (type == wire::kRefused) {  // the receiver's port is still down: try again later
       hdrDone_ = 0;
       mode_ = Mode::kTcp;
-      recoveryBackoffMs_ = std::min<int64_t>(recoveryBackoffMs_ * 2, 10000);
-      nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(recoveryBackoffMs_) * 1000000;
+      // A receiver whose policy keeps it on TCP may be let go at any epoch: ask again at the
+      // first step of the backoff, not later and later.
+      if ((hdr_.tag & wire::kPolicy) == 0) recoveryBackoffMs_ = std::min<int64_t>(recoveryBackoffMs_ * 2, 10000);
+      nextRecoveryNs_ = nowNs() + static_cast<uint64_t>((hdr_.tag & wire::kPolicy) ? 500 : recoveryBackoffMs_) * 1000000;
       return Status::ok();
     }
     if (type != wire::kRecovered)
@@ -117,7 +133,8 @@ Status IbComm::onRecoverMessage() {
   hdrDone_ = 0;
   infoDone_ = 0;
   IbDevice* to = usableDevice();
-  if (to == nullptr) return sendControl(wire::kRefused, tcpNext_);
+  if (to == nullptr)
+    return sendControl(wire::kRefused, tcpNext_, home_->up.load(std::memory_order_relaxed) ? wire::kPolicy : 0);
   destroyQueues();
   TH_CHECK(switchTo(to));
   TH_CHECK(createQueues(static_cast<int>(info_.nqps)));

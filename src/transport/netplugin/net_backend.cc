@@ -9,6 +9,7 @@
 namespace theseus::transport::netplugin {
 
 NetPluginBackend::~NetPluginBackend() {
+  setNicMove(0);  // this communicator's choice ends with it
   std::lock_guard lock(mu_);
   entries_.clear();  // the connections (destroyed first, by the manager) left the pump
   pump_.reset();
@@ -119,6 +120,22 @@ void NetPluginBackend::setUpAttributes(std::vector<std::pair<std::string, double
 void NetPluginBackend::liveAttributes(std::vector<std::pair<std::string, double>>* out) const {
   if (peers_ == 0 || probe_ == nullptr) return;
   probe_(device_, "rank." + std::to_string(ctx_.rank) + ".", out);
+}
+
+void NetPluginBackend::setNicMove(int move) {
+  if (move == nicMove_ || peers_ == 0) return;
+  if (move_ == nullptr) {
+    if (move != 0)
+      TH_INFO(log::kNet, "rank %d: the policy asks to move traffic off net device %d, which network '%s' cannot do",
+              ctx_.rank, device_, plugin_->name().c_str());
+    nicMove_ = move;
+    return;
+  }
+  TH_INFO(log::kNet, "rank %d: the policy %s net device %d", ctx_.rank,
+          move == 0 ? "lets traffic back onto" : move == 1 ? "moves traffic to another NIC off" : "moves traffic to another NIC or TCP off",
+          device_);
+  move_(device_, nicMove_, move);
+  nicMove_ = move;
 }
 
 std::string NetPluginBackend::summary() const {

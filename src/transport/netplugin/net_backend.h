@@ -34,9 +34,17 @@ class NetPluginBackend final : public Backend {
   // `prefix` + name (the IB network: net_up, net_errors).
   using DeviceProbe = std::function<void(int device, const std::string& prefix,
                                          std::vector<std::pair<std::string, double>>* out)>;
+  // The network's side of a policy's NIC choice for one of its devices: `from` -> `to`
+  // (Backend::setNicMove values).
+  using DeviceMove = std::function<void(int device, int from, int to)>;
   NetPluginBackend(const BackendContext& ctx, const NetPlugin* plugin, bool enabled, Kind kind = Kind::kNetPlugin,
-                   DeviceProbe probe = nullptr)
-      : ctx_(ctx), plugin_(plugin), enabled_(enabled && plugin != nullptr), kind_(kind), probe_(std::move(probe)) {}
+                   DeviceProbe probe = nullptr, DeviceMove move = nullptr)
+      : ctx_(ctx),
+        plugin_(plugin),
+        enabled_(enabled && plugin != nullptr),
+        kind_(kind),
+        probe_(std::move(probe)),
+        move_(std::move(move)) {}
   ~NetPluginBackend() override;
 
   Kind kind() const override { return kind_; }
@@ -53,6 +61,9 @@ class NetPluginBackend final : public Backend {
   void setUpAttributes(std::vector<std::pair<std::string, double>>* out) const override;
   // The device probe's attributes for the device this rank uses, while it serves peers.
   void liveAttributes(std::vector<std::pair<std::string, double>>* out) const override;
+  // Passed to the network for the device this rank uses (a network without DeviceMove has no
+  // other port to offer: the choice is logged once and has no effect).
+  void setNicMove(int move) override;
 
  private:
   NetParams paramsFor(int peer, int channel) const;
@@ -63,6 +74,8 @@ class NetPluginBackend final : public Backend {
   bool enabled_;
   Kind kind_;
   DeviceProbe probe_;
+  DeviceMove move_;
+  int nicMove_ = 0;  // the application thread's (Engine::adoptEpoch), and the destructor's
   int device_ = 0;
   DeviceChoice choice_;
   std::vector<bool> usable_;
