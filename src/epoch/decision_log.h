@@ -6,6 +6,8 @@
 // One JSON object per line, identical on every rank of a communicator:
 //   {"comm":"<hash>","seq":E,"version":v,"reason":"...","table":[
 //     {"collective":"allreduce","min":0,"max":32768,"schedule":"ring","params":"order=0,2,1,3","slice":0},...]}
+// with "nics":[{"rank":r,"move":"other_nic"|"any","why":"..."}] when the table moves ranks' traffic
+// off their NIC port (policy::NicChoice).
 // The body (everything but "seq") is formatted when the table is prepared, and
 // installing it at its collective only queues (seq, body) — no formatting, no
 // I/O on the application's thread: the epoch thread writes queued lines to the
