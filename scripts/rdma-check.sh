@@ -4,7 +4,8 @@
 #   2. build (build-rdma/, only what the check needs) unless THESEUS_RDMA_PREBUILT=1 and build-rdma exists;
 #   3. the IB network's own tests against the libibverbs test double (as in CI), then on the real library:
 #      2 and 4 ranks on this host with shared memory off (NCCL_SHM_DISABLE=1, NCCL_NET=IB), so every
-#      pair goes through the HCA (QPs loop back through the port), the harness with -c 1 from 8 B to 1 GiB;
+#      pair goes through the HCA (QPs loop back through the port), the harness with -c 1 from 8 B to 1 GiB,
+#      and allgather with and without ncclCommRegister'ed buffers (-R 1: zero-copy sends);
 #   4. next to it, ib_write_bw (perftest) on the same port for 1 GiB messages when it is installed: the
 #      issue's target is >= 90% of it for the harness's largest sends;
 #   5. with RDMA_HOSTS=host1,host2 (ssh without a password, this tree at the same path): mpirun across them.
@@ -41,6 +42,11 @@ for np in 2 4; do
     "$BUILD/bin/all_reduce_perf" -b 8 -e 1G -f 4 -c 1
   phase "sendrecv-${np}r" 600 "$RUN" -np "$np" -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB -- \
     "$BUILD/bin/sendrecv_perf" -b 8 -e 1G -f 4 -c 1
+done
+# Zero-copy from registered buffers against copying them (THESEUS_NET_ZERO_COPY, on for IB by default).
+for reg in 0 1; do
+  phase "registered-R${reg}" 600 "$RUN" -np 2 -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB -- \
+    "$BUILD/bin/all_gather_perf" -b 1M -e 1G -f 8 -c 1 -R "$reg"
 done
 phase qps4-allgather 600 "$RUN" -np 2 -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB -x NCCL_IB_QPS_PER_CONNECTION=4 -- \
   "$BUILD/bin/all_gather_perf" -b 1M -e 1G -f 8 -c 1

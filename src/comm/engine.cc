@@ -10,6 +10,7 @@
 #include "common/deadline.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "device/cuda_driver.h"
 #include "exec/reduce.h"
 #include "telemetry/telemetry.h"
 #include "transport/emulation.h"
@@ -154,6 +155,21 @@ void Engine::Observer::planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs
 }
 
 void Engine::Observer::planWaiting(const exec::Plan& p, const std::string& waits) { e->flight_.waiting(p.traceId, waits); }
+
+Status Engine::registerBuffer(void* buff, size_t size, void** handle) {
+  TH_CHECK(registrations_.registerBuffer(buff, size, handle));
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  const bool host = buff != nullptr && size > 0 && (cuda == nullptr || !cuda->isDevicePointer(buff));
+  if (host && comm_.transports() != nullptr)
+    comm_.transports()->registerUserBuffer(reinterpret_cast<uint64_t>(*handle), buff, size);
+  return Status::ok();
+}
+
+Status Engine::deregisterBuffer(void* handle) {
+  // The transports first: once this returns the user may free the memory.
+  if (comm_.transports() != nullptr) comm_.transports()->deregisterUserBuffer(reinterpret_cast<uint64_t>(handle));
+  return registrations_.deregisterBuffer(handle);
+}
 
 Status Engine::registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) {
   return registrations_.registerWindow(&comm_, comm_.rank(), comm_.nranks(), buff, size, win, flags);

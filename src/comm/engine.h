@@ -65,10 +65,9 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   }
   Status destroyRedOp(ncclRedOp_t op) override { return redOps_.destroy(op); }
   bool redOpIsValid(ncclRedOp_t op) const override { return redOps_.isValid(op); }
-  Status registerBuffer(void* buff, size_t size, void** handle) override {
-    return registrations_.registerBuffer(buff, size, handle);
-  }
-  Status deregisterBuffer(void* handle) override { return registrations_.deregisterBuffer(handle); }
+  // Host buffers also go to the transports, which send from them zero-copy where they can.
+  Status registerBuffer(void* buff, size_t size, void** handle) override;
+  Status deregisterBuffer(void* handle) override;
   Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) override;
   Status deregisterWindow(ncclWindow_t win) override { return registrations_.deregisterWindow(win); }
   Result<void*> windowUserPtr(ncclWindow_t win) const override;

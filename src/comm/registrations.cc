@@ -34,9 +34,9 @@ void noteEffect(const char* call, const void* buff, size_t size) {
     TH_INFO(log::kReg, "%s: the buffer comes from ncclMemAlloc, which local peers already read in place; "
             "registering it changes nothing", call);
   else
-    TH_INFO(log::kReg, "%s: recorded; it does not make the buffer zero-copy (peers cannot map memory that "
-            "ncclMemAlloc did not allocate; allocate with ncclMemAlloc for in-place reads between local ranks)",
-            call);
+    TH_INFO(log::kReg, "%s: recorded; the IB network (and net plugins with THESEUS_NET_ZERO_COPY=1) send from "
+            "it without a copy; local peers cannot map memory that ncclMemAlloc did not allocate (allocate with "
+            "ncclMemAlloc for in-place reads between local ranks)", call);
 }
 
 }  // namespace

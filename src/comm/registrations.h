@@ -1,6 +1,8 @@
 // Registrations: a communicator's registered buffers (ncclCommRegister /
 // ncclCommDeregister) and windows (ncclCommWindowRegister /
-// ncclCommWindowDeregister). They are recorded, not used for zero-copy: host
+// ncclCommWindowDeregister). Registered host buffers also go to the transports
+// (Engine::registerBuffer, transport/user_buffers.h): the IB network sends from
+// them without a copy. Between local ranks they are not used: host
 // collectives find peer-mappable memory through the shared-memory registry
 // (ncclMemAlloc buffers are read in place by local peers whether registered
 // or not), and memory ncclMemAlloc did not allocate cannot be mapped by other

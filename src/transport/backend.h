@@ -34,6 +34,7 @@
 #include "transport/doorbell.h"
 #include "transport/transport.h"
 #include "transport/transport_config.h"
+#include "transport/user_buffers.h"
 
 namespace theseus::transport {
 
@@ -49,6 +50,7 @@ struct BackendContext {
   WakeFn wake = nullptr;         // rings the manager's doorbell
   void* wakeCtx = nullptr;
   AsyncFailure* failures = nullptr;  // where connections report failures nothing waits on
+  const UserBuffers* userBuffers = nullptr;  // the user's registered host buffers (zero-copy sends)
 };
 
 class Backend {
@@ -95,6 +97,9 @@ class Backend {
   // NIC, 2 another NIC or TCP), set when the table that carries it takes effect. Backends
   // without ports to choose from ignore it.
   virtual void setNicMove(int move) { (void)move; }
+  // A registered buffer goes (ncclCommDeregister): drop what the backend registered of it with
+  // its network before this returns (the user may free the memory then).
+  virtual void forgetUserBuffer(uint64_t id) { (void)id; }
 };
 
 }  // namespace theseus::transport

@@ -39,6 +39,11 @@ const IntKnob kRegionCache("THESEUS_SHM_REGION_CACHE", 64,
                            "for zero-copy receives; least recently used ones are unmapped beyond this");
 const BoolKnob kShmDirect("THESEUS_SHM_DIRECT", true,
                           "Send peer-mappable memory (ncclMemAlloc buffers, shared scratch) zero-copy over shm");
+const IntKnob kNetZeroCopy("THESEUS_NET_ZERO_COPY", -1,
+                           "Send pieces of ncclCommRegister'ed host buffers without copying them into the "
+                           "connection's ring (the network registers the buffer once): 1 over the IB network and "
+                           "every net plugin, 0 never, -1 over the IB network only (a socket network copies in the "
+                           "kernel anyway, and the extra header message made it slower)");
 const IntKnob kSocketSlots("THESEUS_SOCKET_SLOTS", 16, "Slots per TCP connection ring (send and receive side)");
 const IntKnob kSocketSlotBytes("THESEUS_SOCKET_SLOT_BYTES", 128 << 10,
                                "Bytes per TCP ring slot, rounded up to 4 KiB: the largest message on a socket connection");
@@ -103,6 +108,7 @@ Result<TransportConfig> readTransportConfig() {
   TH_CHECK(checkRange(kRegionCache, cache, 1, 1 << 20));
   c.regionCacheEntries = static_cast<uint32_t>(cache);
   c.useDirect = kShmDirect.get();
+  c.netZeroCopy = static_cast<int>(kNetZeroCopy.get());
 
   slots = kSocketSlots.get();
   TH_CHECK(checkRange(kSocketSlots, slots, 2, kMaxSlots));

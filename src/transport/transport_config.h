@@ -30,6 +30,8 @@ struct TransportConfig {
   uint32_t regionCacheEntries = 64; // peer regions kept mapped per communicator
   bool useDirect = true;            // zero-copy messages for peer-mappable memory
 
+  int netZeroCopy = -1;             // registered buffers sent without a copy: 1 any network, 0 none, -1 IB only
+
   // TCP sockets.
   uint32_t socketSlots = 16;          // 2 MiB in flight per connection
   size_t socketSlotBytes = 128 << 10;  // = the executor's default slice

@@ -97,6 +97,11 @@ class TransportManager {
   // The policy's NIC choice for this rank (Backend::setNicMove), passed to every backend.
   virtual void setNicMove(int move) { (void)move; }
 
+  // ncclCommRegister'ed host buffers (user_buffers.h): transports that can send from them
+  // without copying do. deregisterUserBuffer returns once no backend holds a registration of it.
+  virtual void registerUserBuffer(uint64_t id, const void* base, size_t size) { (void)id, (void)base, (void)size; }
+  virtual void deregisterUserBuffer(uint64_t id) { (void)id; }
+
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }
 };

@@ -297,6 +297,11 @@ std::vector<std::pair<std::string, double>> TransportManagerImpl::liveAttributes
   return out;
 }
 
+void TransportManagerImpl::deregisterUserBuffer(uint64_t id) {
+  userBuffers_.remove(id);  // no new zero-copy send from it ...
+  for (const auto& b : backends_) b->forgetUserBuffer(id);  // ... and what the networks registered goes
+}
+
 void TransportManagerImpl::setNicMove(int move) {
   for (const auto& b : backends_) b->setNicMove(move);
 }
@@ -332,6 +337,7 @@ Status TransportManagerImpl::setUp() {
   ctx.wake = &wakeManager;
   ctx.wakeCtx = this;
   ctx.failures = &failures_;
+  ctx.userBuffers = &userBuffers_;
   TH_ASSIGN(backends_, makeBackends(ctx, options_.backends));
   for (const auto& b : backends_) TH_CHECK(b->setUp().withContext(std::string(kindName(b->kind())) + " set-up"));
   for (const auto& b : backends_) {

@@ -39,6 +39,8 @@ class TransportManagerImpl final : public TransportManager {
   std::vector<std::pair<std::string, double>> setUpAttributes() const override;
   std::vector<std::pair<std::string, double>> liveAttributes() const override;
   void setNicMove(int move) override;
+  void registerUserBuffer(uint64_t id, const void* base, size_t size) override { userBuffers_.add(id, base, size); }
+  void deregisterUserBuffer(uint64_t id) override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
   uint64_t memoryBytes() const override;
@@ -63,6 +65,7 @@ class TransportManagerImpl final : public TransportManager {
   void waitPolling(std::vector<struct pollfd>& fds, uint32_t token, uint64_t deadlineNs);
 
   AsyncFailure failures_;  // first: outlives the connections that report to it
+  UserBuffers userBuffers_;  // likewise: connections look buffers up in it
   bootstrap::Bootstrap& boot_;
   TransportOptions options_;
   TransportConfig config_;

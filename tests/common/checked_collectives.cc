@@ -78,4 +78,58 @@ std::string largeCollectivesCheck(ncclComm_t comm, int rank, int nranks, int roo
   return "";
 }
 
+std::string registeredCollectivesCheck(ncclComm_t comm, int rank, int nranks) {
+  const int n = nranks;
+  const size_t count = (size_t{1} << 20) + 3, per = 100003;
+  std::vector<float> in(count), out(count), gathered(per * static_cast<size_t>(n)), part(per);
+  std::vector<void*> handles;
+  // A failed call ends the check; a wrong element is kept and the calls go on (the other ranks
+  // make them too).
+  std::string failed, wrong;
+  auto ok = [&](const char* what, ncclResult_t r) {
+    if (r != ncclSuccess && failed.empty())
+      failed = std::string(what) + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(comm);
+    return failed.empty();
+  };
+  auto check = [&](const char* what, const float* got, size_t elems, auto expect) {
+    for (size_t i = 0; i < elems && wrong.empty(); ++i)
+      if (got[i] != expect(i)) wrong = std::string(what) + ": wrong element " + std::to_string(i);
+  };
+  for (std::vector<float>* v : {&in, &out, &gathered, &part}) {
+    void* h = nullptr;
+    if (!ok("ncclCommRegister", ncclCommRegister(comm, v->data(), v->size() * sizeof(float), &h))) return failed;
+    handles.push_back(h);
+  }
+  const float ranks = static_cast<float>(n * (n + 1) / 2);
+  for (int round = 0; round < 5; ++round) {
+    auto value = [&](int r, size_t i) { return static_cast<float>((r + 1) * ((i + round) % 1000)); };
+    auto pattern = [&](size_t i) { return static_cast<float>((i + round) % 1000); };
+    for (size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+    if (!ok("allreduce", ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr))) break;
+    check("allreduce", out.data(), count, [&](size_t i) { return ranks * pattern(i); });
+    if (!ok("allreduce in place", ncclAllReduce(out.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr)))
+      break;
+    check("allreduce in place", out.data(), count, [&](size_t i) { return n * ranks * pattern(i); });
+    if (!ok("allgather", ncclAllGather(in.data(), gathered.data(), per, ncclFloat, comm, nullptr))) break;
+    check("allgather", gathered.data(), gathered.size(),
+          [&](size_t j) { return value(static_cast<int>(j / per), j % per); });
+    float* mine = gathered.data() + static_cast<size_t>(rank) * per;  // in place: this rank's part is the input
+    for (size_t i = 0; i < per; ++i) mine[i] = value(rank, i) + 1;
+    if (!ok("allgather in place", ncclAllGather(mine, gathered.data(), per, ncclFloat, comm, nullptr))) break;
+    check("allgather in place", gathered.data(), gathered.size(),
+          [&](size_t j) { return value(static_cast<int>(j / per), j % per) + 1; });
+    for (size_t j = 0; j < gathered.size(); ++j) gathered[j] = value(rank, j);
+    if (!ok("reducescatter", ncclReduceScatter(gathered.data(), part.data(), per, ncclFloat, ncclSum, comm, nullptr)))
+      break;
+    check("reducescatter", part.data(), per,
+          [&](size_t i) { return ranks * pattern(static_cast<size_t>(rank) * per + i); });
+    const int root = round % n;
+    for (size_t i = 0; i < count; ++i) out[i] = rank == root ? value(root, i) : -1.0f;
+    if (!ok("broadcast", ncclBroadcast(out.data(), out.data(), count, ncclFloat, root, comm, nullptr))) break;
+    check("broadcast", out.data(), count, [&](size_t i) { return value(root, i); });
+  }
+  for (void* h : handles) ok("ncclCommDeregister", ncclCommDeregister(comm, h));
+  return !failed.empty() ? failed : wrong;
+}
+
 }  // namespace theseus::test

@@ -355,6 +355,37 @@ THESEUS_RANK_FN(ib_degraded) {
   return 0;
 }
 
+// Collectives on buffers the ranks registered with ncclCommRegister (registeredCollectivesCheck):
+// their pieces go zero-copy, the network sending from the user's memory with the buffer's own MR;
+// then the buffers are deregistered and freed and unregistered collectives still run right.
+// args: dir, then texts the log must show.
+THESEUS_RANK_FN(ib_registered) {
+  ownHost(ctx);
+  const std::string dir = ctx.args.at(0);
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const int n = ctx.nranks;
+  const std::string wrongRegistered = theseus::test::registeredCollectivesCheck(comm, ctx.rank, n);
+  if (!wrongRegistered.empty()) {
+    fprintf(stderr, "[rank %d] %s\n", ctx.rank, wrongRegistered.c_str());
+    return 1;
+  }
+  const std::string wrong = theseus::test::largeCollectivesCheck(comm, ctx.rank, n, 1);
+  if (!wrong.empty()) {
+    fprintf(stderr, "[rank %d] after deregistering: %s\n", ctx.rank, wrong.c_str());
+    return 1;
+  }
+  RANK_NCCL(ncclCommDestroy(comm));
+  const std::string log = myLog(dir);
+  for (size_t k = 1; k < ctx.args.size(); ++k) {
+    if (log.find(ctx.args[k]) == std::string::npos) {
+      fprintf(stderr, "[rank %d] the log does not show \"%s\":\n%s\n", ctx.rank, ctx.args[k].c_str(), log.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 // NCCL_NET=IB where the double has no device: init fails and says why.
 THESEUS_RANK_FN(ib_required) {
   ownHost(ctx);
@@ -487,6 +518,30 @@ TEST_F(Ib, APolicyMovesADegradedPortsTrafficToAnotherHcaAndBack) {
 }
 
 TEST_F(Ib, APolicyMovesADegradedPortsTrafficToTcpAndBack) { degradedPortMoves(dir_, options(), "any"); }
+
+// Registered buffers go zero-copy over IB, with every schedule, RoCE and several QPs included;
+// with THESEUS_NET_ZERO_COPY=0 the same runs copy (and say nothing about zero-copy).
+TEST_F(Ib, RegisteredBuffersGoZeroCopy) {
+  for (const char* schedule : {"ring", "recursive_doubling", "direct"}) {
+    SpawnOptions o = options();
+    o.env["THESEUS_SCHEDULE"] = schedule;
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
+    o.args.push_back("registered buffer goes to rank");
+    auto r = runRanks("ib_registered", 3, o);
+    EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
+  }
+  SpawnOptions o = options();
+  o.env["THESEUS_FAKE_IBV_DEVICES"] = "roce0:link=eth";
+  o.env["NCCL_IB_QPS_PER_CONNECTION"] = "3";
+  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
+  o.args.push_back("zero-copy");
+  auto r = runRanks("ib_registered", 4, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+  o = options();
+  o.env["THESEUS_NET_ZERO_COPY"] = "0";
+  r = runRanks("ib_registered", 2, o);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
 
 // With THESEUS_IB_FAILOVER_HCA=0 the connections stay on TCP until their own port is back.
 TEST_F(Ib, WithoutHcaFailoverTheConnectionsWaitOnTcp) {

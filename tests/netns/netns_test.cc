@@ -246,6 +246,40 @@ TEST_F(Netns, CollectivesRunThroughTheSocketNetPluginBetweenHosts) {
   }
 }
 
+// Registered buffers through a net plugin with THESEUS_NET_ZERO_COPY=1: pieces go from the user's
+// memory with the buffer's own registration (a header message, then the payload), every result
+// right, in place too (the round waits for the plugin's send); args[1]: the log, which must say so.
+THESEUS_RANK_FN(net_plugin_registered) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const std::string wrong = theseus::test::registeredCollectivesCheck(comm, ctx.rank, ctx.nranks);
+  if (!wrong.empty()) {
+    fprintf(stderr, "[rank %d] %s\n", ctx.rank, wrong.c_str());
+    return 1;
+  }
+  RANK_NCCL(ncclCommDestroy(comm));
+  RANK_CHECK(logShows(ctx.args.at(1), "registered buffer goes to rank", 1));
+  return 0;
+}
+
+TEST(NetPluginLoopback, RegisteredBuffersGoZeroCopyThroughAPlugin) {
+  for (const char* schedule : {"ring", "double_binary_tree", "direct"}) {
+    SpawnOptions o;
+    o.env["THESEUS_TRANSPORT"] = "socket";
+    o.env["THESEUS_SCHEDULE"] = schedule;
+    o.env["THESEUS_NET_ZERO_COPY"] = "1";
+    o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
+    const std::string log = "/tmp/theseus-netplugin-reg-" + std::to_string(getpid());
+    o.env["NCCL_DEBUG"] = "INFO";
+    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
+    o.env["NCCL_DEBUG_FILE"] = log + ".%p";
+    o.args = {"", log};
+    auto r = runRanks("net_plugin_registered", 3, o);
+    EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
+    run("rm -f " + log + ".*");
+  }
+}
+
 // Every version of NCCL's net ABI (v12 .. v6) carries collectives: the socket plugin built to export
 // one version each, on loopback with shared memory off, so every pair goes through the plugin.
 TEST(NetPluginLoopback, EveryNetAbiVersionCarriesCollectives) {

@@ -80,6 +80,8 @@ Result<std::unique_ptr<SendConnection>> NetPluginBackend::connectSend(int peer, 
   std::lock_guard lock(mu_);
   NetParams p = paramsFor(peer, channel);
   p.failures = ctx_.failures;  // a send may fail on the pump thread after its plan moved on
+  if (ctx_.config.netZeroCopy > 0 || (ctx_.config.netZeroCopy < 0 && kind_ == Kind::kIb))
+    p.userBuffers = ctx_.userBuffers;
   TH_ASSIGN(NetSendHandle h, makeNetSend(plugin_->api(), *ctx_.boot, p, ctx_.abort, counters, pump()));
   entries_.push_back({h.client, peer, channel, false});
   memoryBytes_.fetch_add(static_cast<uint64_t>(p.slots) * (p.slotBytes + sizeof(wire::NetMessageHeader)));
@@ -120,6 +122,12 @@ void NetPluginBackend::setUpAttributes(std::vector<std::pair<std::string, double
 void NetPluginBackend::liveAttributes(std::vector<std::pair<std::string, double>>* out) const {
   if (peers_ == 0 || probe_ == nullptr) return;
   probe_(device_, "rank." + std::to_string(ctx_.rank) + ".", out);
+}
+
+void NetPluginBackend::forgetUserBuffer(uint64_t id) {
+  std::lock_guard lock(mu_);
+  for (const Entry& e : entries_)
+    if (!e.receive) e.client->forgetUserBuffer(id);
 }
 
 void NetPluginBackend::setNicMove(int move) {

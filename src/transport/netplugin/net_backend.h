@@ -64,6 +64,7 @@ class NetPluginBackend final : public Backend {
   // Passed to the network for the device this rank uses (a network without DeviceMove has no
   // other port to offer: the choice is logged once and has no effect).
   void setNicMove(int move) override;
+  void forgetUserBuffer(uint64_t id) override;
 
  private:
   NetParams paramsFor(int peer, int channel) const;

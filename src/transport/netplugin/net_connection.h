@@ -21,6 +21,18 @@
 // writes the header and calls isend; a slot is free again once test() says
 // the send completed.
 //
+// Zero-copy sends (THESEUS_NET_ZERO_COPY): a piece that lies in a buffer the
+// user registered (ncclCommRegister, transport/user_buffers.h) goes as two
+// messages: a header alone, magic "TNSD", then the payload, sent by the plugin
+// straight from the user's memory with the buffer's own registration (regMr
+// on this comm at its first use, deregMr when the user deregisters it). It
+// takes two ring entries on both sides; the receiver's next slot holds the
+// payload without a header, and tryPeek returns it once both arrived. The
+// executor treats it as a direct message: the round that sent it finishes
+// only once the plugin completed the send (consumed(ticket)), so nothing
+// overwrites that memory while the network still reads it. The receive side
+// still lands in the ring (the executor reduces or copies from there).
+//
 // Progress: a plugin moves bytes only when called (isend returning "retry",
 // test). The executor drives its connections while it runs; the backend's
 // NetPump thread drives those with work in flight (sends not yet complete,
@@ -51,6 +63,7 @@
 #include "transport/netplugin/net_api.h"
 #include "transport/socket/socket_io.h"
 #include "transport/transport.h"
+#include "transport/user_buffers.h"
 
 namespace theseus::transport::netplugin {
 
@@ -59,6 +72,7 @@ inline constexpr uint32_t kMaxNetSlots = 8;
 namespace wire {
 inline constexpr uint64_t kHandoffMagic = 0x3146464f4e544854ull;  // "THTNOFF1"
 inline constexpr uint32_t kMessageMagic = 0x4d534e54u;            // "TNSM"
+inline constexpr uint32_t kDirectMagic = 0x44534e54u;             // "TNSD": the payload is the next message
 
 struct NetHandoff {
   uint64_t magic;
@@ -90,6 +104,7 @@ struct NetParams {
   size_t slotBytes = 128 << 10;  // payload per slot
   int64_t timeoutMs = 60000;     // a connected peer's handoff, and the plugin's connect/accept
   AsyncFailure* failures = nullptr;  // sends: where a failure goes too (async_failure.h)
+  const UserBuffers* userBuffers = nullptr;  // sends: registered buffers sent zero-copy (null: never)
 };
 
 // What the pump drives.
@@ -103,6 +118,8 @@ class NetPumpClient {
   virtual bool wantsPump() const = 0;
   // True while a receive connection waits for its peer's connect.
   virtual bool settingUp() const { return false; }
+  // Send connections: deregister what they registered of user buffer `id` (UserBuffers).
+  virtual void forgetUserBuffer(uint64_t id) { (void)id; }
 };
 
 class NetPump {

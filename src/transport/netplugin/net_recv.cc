@@ -47,7 +47,14 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
       }
       return false;
     }
-    if (!parse()) return false;
+    if (Parsed r = parse(); r != Parsed::kOk) {
+      if (r == Parsed::kWait && !waiting_.exchange(true)) {  // a zero-copy payload still on its way
+        wait_.begin();
+        lock.unlock();
+        pump_->notify();
+      }
+      return false;
+    }
     waiting_.store(false, std::memory_order_relaxed);
     wait_.end(*counters_);
     counters_->addMessage(msg_.bytes);
@@ -60,8 +67,9 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
     if (!peeked_) return;
     peeked_ = false;
     std::lock_guard lock(mu_);
-    ++next_;
-    drive();  // posts the slot again
+    next_ += entries_;  // a zero-copy message took two entries
+    want_ = next_;
+    drive();  // posts the slots again
   }
 
   Status progress() override {
@@ -85,25 +93,48 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
   bool settingUp() const override { return !connected_.load(std::memory_order_acquire) && !failed_.load(); }
 
  private:
-  // Under mu_: the message at next_ (complete) as msg_, after checking its header.
-  bool parse() {
+  // Under mu_: the message at next_ (complete) as msg_, after checking its header; a zero-copy
+  // header waits for its payload, the next entry (kWait).
+  enum class Parsed { kOk, kWait, kBad };
+  Parsed parse() {
     size_t got = sizes_[next_ % p_.slots];
     const char* slot = slotAt(next_);
     wire::NetMessageHeader h;
     if (got < sizeof(h)) {
       fail(remoteError("rank %d channel %d: net-plugin message of %zu bytes, shorter than its header", p_.peer,
                        p_.channel, got));
-      return false;
+      return Parsed::kBad;
     }
     std::memcpy(&h, slot, sizeof(h));
-    if (h.magic != wire::kMessageMagic || h.bytes > p_.slotBytes || h.bytes + sizeof(h) != got) {
+    const bool direct = h.magic == wire::kDirectMagic;
+    if ((h.magic != wire::kMessageMagic && !direct) || h.bytes > p_.slotBytes ||
+        (direct ? got != sizeof(h) || p_.slots < 2 : h.bytes + sizeof(h) != got)) {
       fail(remoteError("rank %d channel %d: corrupt net-plugin message (magic %08x, %llu bytes in a %zu-byte "
                        "receive of a %zu-byte slot)", p_.peer, p_.channel, h.magic,
                        static_cast<unsigned long long>(h.bytes), got, p_.slotBytes));
-      return false;
+      return Parsed::kBad;
     }
-    msg_ = {slot + sizeof(h), static_cast<size_t>(h.bytes), h.tag, false};
-    return true;
+    if (!direct) {
+      msg_ = {slot + sizeof(h), static_cast<size_t>(h.bytes), h.tag, false};
+      entries_ = 1;
+      return Parsed::kOk;
+    }
+    want_ = next_ + 1;
+    if (arrived_ <= want_) {
+      drive();
+      if (!error_.isOk()) return Parsed::kBad;
+      if (arrived_ <= want_) return Parsed::kWait;
+    }
+    const size_t payload = sizes_[want_ % p_.slots];
+    if (payload != h.bytes) {
+      fail(remoteError("rank %d channel %d: corrupt net-plugin message (a zero-copy payload of %zu bytes where its "
+                       "header announced %llu)", p_.peer, p_.channel, payload,
+                       static_cast<unsigned long long>(h.bytes)));
+      return Parsed::kBad;
+    }
+    msg_ = {slotAt(want_), payload, h.tag, false};
+    entries_ = 2;
+    return Parsed::kOk;
   }
 
   // Under mu_: accept, register, keep every free slot's irecv posted, test the one wanted next.
@@ -123,9 +154,9 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
       requests_[posted_ % p_.slots] = request;
       ++posted_;
     }
-    // Only up to the message wanted next: one posted further ahead may fail when the peer
+    // Only up to the entry wanted next: one posted further ahead may fail when the peer
     // closed after its last message, which is no error while nothing needs that message.
-    while (arrived_ <= next_ && arrived_ < posted_) {
+    while (arrived_ <= want_ && arrived_ < posted_) {
       int finished = 0;
       size_t size = 0;
       ncclResult_t r = api_.test(requests_[arrived_ % p_.slots], &finished, &size);
@@ -157,6 +188,8 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
   uint64_t next_ = 0;     // the message tryPeek returns next
   uint64_t arrived_ = 0;  // messages complete
   uint64_t posted_ = 0;   // irecvs posted
+  uint64_t want_ = 0;     // the last entry the message at next_ needs (next_ + 1: a zero-copy payload)
+  uint32_t entries_ = 1;  // entries of the peeked message
   size_t sizes_[kMaxNetSlots] = {};
   void* requests_[kMaxNetSlots] = {};
   bool peeked_ = false;   // executor thread only

@@ -1,6 +1,7 @@
 // Send side of connections over an NCCL net plugin (see net_connection.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -75,6 +76,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     std::unique_lock lock(mu_);
     flush(lock);
     if (comm_ != nullptr) {
+      for (const UserMr& m : userMrs_)
+        if (m.mhandle != nullptr) api_.deregMr(comm_, m.mhandle);
       if (mhandle_ != nullptr) api_.deregMr(comm_, mhandle_);
       api_.closeSend(comm_);
     }
@@ -110,7 +113,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     wire::NetMessageHeader h{wire::kMessageMagic, tag, bytes};
     const uint64_t n = committed_.load(std::memory_order_relaxed);
     std::memcpy(slotAt(n), &h, sizeof(h));
-    sizes_[n % p_.slots] = sizeof(h) + bytes;
+    setEntry(n, nullptr, sizeof(h) + bytes, nullptr);
     if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
     uint64_t ticket = committed_.load(std::memory_order_relaxed) + 1;
     committed_.store(ticket, std::memory_order_release);
@@ -122,12 +125,56 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     return ticket;
   }
 
-  bool canSendDirect(const void*, size_t) const override { return false; }
-  uint64_t commitDirect(const void*, size_t, uint32_t) override {
-    std::lock_guard lock(mu_);
+  // Zero-copy (see net_connection.h): the piece lies in a registered buffer the plugin took, and
+  // the ring has room for the header and the payload entry.
+  bool canSendDirect(const void* src, size_t bytes) const override {
+    if (p_.userBuffers == nullptr || p_.userBuffers->empty() || !acquired_ || bytes > p_.slotBytes) return false;
+    if (committed_.load(std::memory_order_relaxed) + 2 - completed_.load(std::memory_order_acquire) > p_.slots)
+      return false;
+    UserBuffers::Buffer b;
+    if (!p_.userBuffers->find(src, bytes, &b)) return false;
+    // Registering the buffer with this comm the first time it is used here is the only change.
+    auto* self = const_cast<NetSendConnection*>(this);
+    std::lock_guard lock(self->mu_);
+    self->directMh_ = self->userMr(b);
+    return self->directMh_ != nullptr;
+  }
+
+  uint64_t commitDirect(const void* src, size_t bytes, uint32_t tag) override {
+    std::unique_lock lock(mu_);
+    const uint64_t n = committed_.load(std::memory_order_relaxed);
+    if (!acquired_ || directMh_ == nullptr || bytes > p_.slotBytes ||
+        n + 2 - completed_.load(std::memory_order_relaxed) > p_.slots) {
+      acquired_ = false;
+      fail(internalError("commitDirect to rank %d: no zero-copy send was prepared (%zu bytes)", p_.peer, bytes));
+      return 0;
+    }
     acquired_ = false;
-    fail(internalError("commitDirect to rank %d: a net-plugin connection cannot send zero-copy", p_.peer));
-    return 0;
+    wire::NetMessageHeader h{wire::kDirectMagic, tag, bytes};
+    std::memcpy(slotAt(n), &h, sizeof(h));
+    setEntry(n, nullptr, sizeof(h), nullptr);
+    setEntry(n + 1, static_cast<const char*>(src), bytes, directMh_);
+    directMh_ = nullptr;
+    if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
+    const uint64_t ticket = n + 2;  // consumed once the payload's send completed
+    committed_.store(ticket, std::memory_order_release);
+    drive();
+    bool pending = completed_.load(std::memory_order_relaxed) < ticket;
+    lock.unlock();
+    counters_->addMessage(bytes);
+    if (pending) pump_->notify();
+    return ticket;
+  }
+
+  void forgetUserBuffer(uint64_t id) override {
+    std::unique_lock lock(mu_);
+    auto it = std::find_if(userMrs_.begin(), userMrs_.end(), [&](const UserMr& m) { return m.id == id; });
+    if (it == userMrs_.end()) return;
+    // A collective returns only after its zero-copy sends completed; a send still reading the
+    // buffer here is one the user deregistered under a running operation: let it finish first.
+    flush(lock);
+    if (comm_ != nullptr && it->mhandle != nullptr) api_.deregMr(comm_, it->mhandle);
+    userMrs_.erase(it);
   }
   bool consumed(uint64_t ticket) const override { return completed_.load(std::memory_order_acquire) >= ticket; }
 
@@ -160,7 +207,9 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     while (posted_ < committed) {
       void* request = nullptr;
       uint64_t n = posted_;
-      ncclResult_t r = api_.isend(comm_, slotAt(n), sizes_[n % p_.slots], 0, mhandle_, &request);
+      const uint32_t e = static_cast<uint32_t>(n % p_.slots);
+      ncclResult_t r = api_.isend(comm_, src_[e] != nullptr ? const_cast<char*>(src_[e]) : slotAt(n), sizes_[e], 0,
+                                  mh_[e] != nullptr ? mh_[e] : mhandle_, &request);
       if (r != ncclSuccess) return fail(pluginError("isend", "to", r));
       if (request == nullptr) break;  // the plugin asks to retry later
       requests_[n % p_.slots] = request;
@@ -178,6 +227,34 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       completed_.store(done, std::memory_order_release);
       if (done == committed) busy_.end(*counters_);
     }
+  }
+
+  // Under mu_: ring entry n sends `bytes` from `src` with `mh` (null: from its own slot, with the ring's).
+  void setEntry(uint64_t n, const char* src, size_t bytes, void* mh) {
+    const uint32_t e = static_cast<uint32_t>(n % p_.slots);
+    src_[e] = src;
+    sizes_[e] = bytes;
+    mh_[e] = mh;
+  }
+
+  // Under mu_: this comm's registration of user buffer `b`, made at its first use (null when the
+  // plugin refused it: that buffer's pieces are copied, as unregistered ones).
+  void* userMr(const UserBuffers::Buffer& b) {
+    if (comm_ == nullptr || !error_.isOk()) return nullptr;
+    for (const UserMr& m : userMrs_)
+      if (m.id == b.id) return m.mhandle;
+    void* mh = nullptr;
+    ncclResult_t r = api_.regMr(comm_, const_cast<char*>(b.base), b.size, NCCL_PTR_HOST, &mh);
+    if (r != ncclSuccess || mh == nullptr) {
+      TH_INFO(log::kNet | log::kReg, "%s: registering a %zu-byte user buffer for rank %d failed (%d); its messages "
+              "are copied", api_.label().c_str(), b.size, p_.peer, static_cast<int>(r));
+      mh = nullptr;
+    } else {
+      TH_INFO(log::kNet | log::kReg, "%s: a %zu-byte registered buffer goes to rank %d channel %d zero-copy",
+              api_.label().c_str(), b.size, p_.peer, p_.channel);
+    }
+    userMrs_.push_back(UserMr{b.id, mh});
+    return mh;
   }
 
   // The comm, once the handoff is in and the plugin's connect() finished; registers the ring.
@@ -236,8 +313,16 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
   uint64_t posted_ = 0;
   std::atomic<uint64_t> completed_{0};
   size_t sizes_[kMaxNetSlots] = {};
+  const char* src_[kMaxNetSlots] = {};  // zero-copy payloads: where they are sent from
+  void* mh_[kMaxNetSlots] = {};         // and their registration
   void* requests_[kMaxNetSlots] = {};
   IntervalClock busy_;
+  struct UserMr {
+    uint64_t id;
+    void* mhandle;  // null: the plugin refused the buffer
+  };
+  std::vector<UserMr> userMrs_;
+  void* directMh_ = nullptr;  // canSendDirect's answer, for the commitDirect that follows
 };
 
 }  // namespace

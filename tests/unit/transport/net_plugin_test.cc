@@ -5,13 +5,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "policy/nccl_tuner.h"
 #include "telemetry/nccl_profiler.h"
 #include "transport/backend_order.h"
 #include "transport/netplugin/net_plugin.h"
+#include "transport/user_buffers.h"
 
 namespace theseus::transport::netplugin {
 namespace {
@@ -28,6 +31,29 @@ std::string loadError(const char* path) {
   auto p = NetPlugin::load(path, 0x42);
   EXPECT_FALSE(p.isOk()) << path << " loaded";
   return p.isOk() ? std::string() : p.status().message();
+}
+
+// The registry of ncclCommRegister'ed buffers that zero-copy sends look pieces up in.
+TEST(NetPlugin, UserBuffersFindOnlyRangesInsideARegistration) {
+  UserBuffers b;
+  EXPECT_TRUE(b.empty());
+  std::vector<char> one(4096), two(100);
+  b.add(1, one.data(), one.size());
+  b.add(2, two.data(), two.size());
+  EXPECT_FALSE(b.empty());
+  UserBuffers::Buffer got;
+  ASSERT_TRUE(b.find(one.data(), 4096, &got));
+  EXPECT_EQ(got.id, 1u);
+  ASSERT_TRUE(b.find(one.data() + 4000, 96, &got));
+  EXPECT_FALSE(b.find(one.data() + 4000, 97, &got));  // runs past the end
+  EXPECT_FALSE(b.find(one.data() - 1, 2, &got));      // starts before it
+  EXPECT_FALSE(b.find(one.data() + 1, SIZE_MAX, &got));
+  ASSERT_TRUE(b.find(two.data() + 50, 50, &got));
+  EXPECT_EQ(got.id, 2u);
+  b.remove(1);
+  EXPECT_FALSE(b.find(one.data(), 1, &got));
+  b.remove(2);
+  EXPECT_TRUE(b.empty());
 }
 
 TEST(NetPlugin, VersionTwelveDevicesAndProperties) {
