@@ -25,6 +25,7 @@ struct OrderMemo {
   const LinkCosts* costs = nullptr;  // the link verdicts with host health
   std::map<std::pair<int, std::vector<int>>, std::vector<int>> avoid;  // (bidirectional, order in use) -> order
   std::optional<std::vector<int>> byHost;
+  std::optional<std::vector<int>> byRail;
   std::optional<int> straggler;
 };
 
@@ -122,6 +123,17 @@ bool resolveParams(const RuleUse& use, const PolicyInput& in, const PolicySettin
     case RuleUse::Order::kByHost:
       if (!memo.byHost) memo.byHost = byHostOrder(n, in.hostOf);
       order = *memo.byHost;
+      break;
+    case RuleUse::Order::kByRail:
+      if (!memo.byRail) {
+        std::vector<int> rails(static_cast<size_t>(n), -1);  // rank.<r>.rail, from the NIC choice (networks.md)
+        for (int r = 0; r < n; ++r) {
+          auto v = in.view->value("rank." + std::to_string(r) + ".rail", in.nowNs);
+          if (v && *v >= 0 && *v < 1024) rails[static_cast<size_t>(r)] = static_cast<int>(*v);
+        }
+        memo.byRail = byRailOrder(n, in.hostOf, rails);
+      }
+      order = *memo.byRail;
       break;
     case RuleUse::Order::kAvoidSlowLinks: {
       const int bidir = use.bidirectional.value_or(false) ? 1 : 0;

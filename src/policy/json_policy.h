@@ -60,7 +60,7 @@ struct PolicySettings {
 
 // What a rule chooses.
 struct RuleUse {
-  enum class Order { kDefault, kIdentity, kExplicit, kAvoidSlowLinks, kByHost };
+  enum class Order { kDefault, kIdentity, kExplicit, kAvoidSlowLinks, kByHost, kByRail };
   enum class Root { kNone, kRank, kStraggler, kAny };  // kAny: only in `fastest` candidates
   std::vector<std::string> schedules;  // preference list; "default" = the static choice
   Order order = Order::kDefault;

@@ -229,12 +229,14 @@ Status JsonPolicyParser::parseOrder(const Json& v, const std::string& rule, cons
     if (s == "avoid_slow_links") use->order = RuleUse::Order::kAvoidSlowLinks;
     else if (s == "identity") use->order = RuleUse::Order::kIdentity;
     else if (s == "by_host") use->order = RuleUse::Order::kByHost;
-    else return fail(context, "unknown order '%s' (expected \"avoid_slow_links\", \"by_host\", \"identity\" or an "
-                     "array of ranks)", s.c_str());
+    else if (s == "by_rail") use->order = RuleUse::Order::kByRail;
+    else return fail(context, "unknown order '%s' (expected \"avoid_slow_links\", \"by_host\", \"by_rail\", "
+                     "\"identity\" or an array of ranks)", s.c_str());
     return Status::ok();
   }
   if (!v.is_array() || v.empty())
-    return fail(context, "expected \"avoid_slow_links\", \"by_host\", \"identity\" or a non-empty array of ranks");
+    return fail(context, "expected \"avoid_slow_links\", \"by_host\", \"by_rail\", \"identity\" or a non-empty "
+                "array of ranks");
   std::vector<char> seen(v.size(), 0);
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string at = field(rule, path + ".order[" + std::to_string(i) + "]");

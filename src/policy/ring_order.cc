@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -514,6 +515,32 @@ std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf) {
   if (hostOf.size() == static_cast<size_t>(nranks))
     std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return hostOf[x] < hostOf[y]; });
   return order;
+}
+
+std::vector<int> byRailOrder(int nranks, const std::vector<int>& hostOf, const std::vector<int>& rails) {
+  auto railOf = [&](int r) {
+    const int rail = static_cast<size_t>(r) < rails.size() ? rails[static_cast<size_t>(r)] : -1;
+    return rail < 0 ? INT32_MAX : rail;
+  };
+  std::vector<int> order = byHostOrder(nranks, hostOf);
+  std::vector<int> out;
+  out.reserve(order.size());
+  size_t begin = 0;
+  for (int h = 0; begin < order.size(); ++h) {
+    size_t end = begin;
+    const int host = hostOf.size() == static_cast<size_t>(nranks) ? hostOf[static_cast<size_t>(order[begin])] : 0;
+    while (end < order.size() &&
+           (hostOf.size() != static_cast<size_t>(nranks) || hostOf[static_cast<size_t>(order[end])] == host))
+      ++end;
+    std::vector<int> ranks(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
+    std::sort(ranks.begin(), ranks.end(), [&](int x, int y) {
+      return railOf(x) != railOf(y) ? railOf(x) < railOf(y) : x < y;
+    });
+    if (h % 2 == 1) std::reverse(ranks.begin(), ranks.end());
+    out.insert(out.end(), ranks.begin(), ranks.end());
+    begin = end;
+  }
+  return out;
 }
 
 double ringCost(const LinkCosts& costs, const std::vector<int>& order, bool bidirectional, double slowRatio) {

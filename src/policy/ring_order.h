@@ -164,6 +164,15 @@ bool parseLinkName(const std::string& name, int n, int* a, int* b);
 // Ranks grouped by host (host index order, ranks ascending inside a host).
 std::vector<int> byHostOrder(int nranks, const std::vector<int>& hostOf);
 
+// A ring that keeps its traffic between hosts on one rail: ranks grouped by host (as
+// byHostOrder), inside a host sorted by rail (rails[r]: the index of the NIC rank r
+// uses on its host, rank.<r>.rail; -1 unknown, sorted last; ties by rank), every other host in
+// reverse. Host h then hands the ring to host h + 1 from its last rail to that host's same rail
+// (hosts with equal rail sets): h even crosses on the highest rail, h odd on the lowest. With an
+// odd number of hosts the crossing back to the first host cannot match; with no rails known it is
+// the same snake by rank.
+std::vector<int> byRailOrder(int nranks, const std::vector<int>& hostOf, const std::vector<int>& rails);
+
 // The ring order described above; `bidirectional` scores both directions of
 // every ring link. While some ring link is slow, `preferred` (the order in use)
 // is kept unless the best ring costs less than half of it (and half a healthy

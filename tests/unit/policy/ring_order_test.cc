@@ -430,5 +430,44 @@ TEST(Orders, StragglerAndRotation) {
   EXPECT_EQ(byHostOrder(3, {}), (std::vector<int>{0, 1, 2}));
 }
 
+// by_rail: every crossing between hosts joins two ranks on the same rail.
+TEST(RingOrders, ByRailCrossesHostsOnOneRail) {
+  const std::vector<int> hostOf = {0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int> rails = {2, 0, 3, 1, 1, 3, 0, 2};
+  const std::vector<int> order = byRailOrder(8, hostOf, rails);
+  EXPECT_EQ(order, (std::vector<int>{1, 3, 0, 2, 5, 7, 4, 6}));
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int a = order[i], b = order[(i + 1) % order.size()];
+    if (hostOf[a] != hostOf[b]) {
+      EXPECT_EQ(rails[a], rails[b]) << a << " -> " << b;
+    }
+  }
+  // Four hosts of two ranks, hosts numbered out of rank order: still one rail per crossing.
+  const std::vector<int> h4 = {3, 1, 0, 2, 3, 1, 0, 2}, r4 = {1, 0, 0, 1, 0, 1, 1, 0};
+  const std::vector<int> o4 = byRailOrder(8, h4, r4);
+  EXPECT_EQ(o4, (std::vector<int>{2, 6, 5, 1, 7, 3, 0, 4}));
+  for (size_t i = 0; i < o4.size(); ++i) {
+    const int a = o4[i], b = o4[(i + 1) % o4.size()];
+    EXPECT_TRUE(h4[a] == h4[b] || r4[a] == r4[b]) << a << " -> " << b;
+  }
+  // Without rails: a snake by rank; one host: ascending rails; unknown rails last.
+  EXPECT_EQ(byRailOrder(4, {0, 0, 1, 1}, {}), (std::vector<int>{0, 1, 3, 2}));
+  EXPECT_EQ(byRailOrder(3, {}, {1, -1, 0}), (std::vector<int>{2, 0, 1}));
+}
+
+TEST(RingOrders, APolicyOrdersARingByRailFromTheRankAttributes) {
+  auto p = parsePolicy(R"json({"version":1,"rules":[
+    {"name":"rails","collectives":["allreduce"],"min_bytes":"1M","use":{"schedule":"ring","order":"by_rail"}}]})json");
+  ASSERT_TRUE(p);
+  attrs::ClusterView v;
+  const int rails[] = {1, 0, 0, 1};
+  for (int r = 0; r < 4; ++r) v.set("rank." + std::to_string(r) + ".rail", rails[r], attrs::Source::kProbe, r, kSec);
+  auto t = evaluate(*p, input(v, 4, kSec, {0, 0, 1, 1}));
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  const Decision* d = t.value().lookup(schedule::Collective::kAllReduce, 4 << 20);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->params.order, (std::vector<int>{1, 0, 3, 2}));  // 0 -> 3 on rail 1, 2 -> 1 on rail 0
+}
+
 }  // namespace
 }  // namespace theseus::policy
