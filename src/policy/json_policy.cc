@@ -49,7 +49,7 @@ std::string JsonPolicy::describe() const {
   return out;
 }
 
-void JsonPolicy::advanceHysteresis(const PolicyInput& in, int slowLinks) {
+ConditionContext JsonPolicy::conditionContext(const PolicyInput& in, int slowLinks) const {
   ConditionContext ctx;
   ctx.slowLinks = slowLinks;
   ctx.view = in.view;
@@ -57,6 +57,11 @@ void JsonPolicy::advanceHysteresis(const PolicyInput& in, int slowLinks) {
   ctx.maxAgeNs = settings_.maxAgeNs;
   ctx.nranks = in.nranks;
   ctx.nnodes = in.nnodes();
+  return ctx;
+}
+
+void JsonPolicy::advanceHysteresis(const PolicyInput& in, int slowLinks) {
+  ConditionContext ctx = conditionContext(in, slowLinks);
   for (Rule& r : rules_) {
     if (!r.when) continue;
     ctx.margin = r.margin;
@@ -89,16 +94,7 @@ Result<DecisionTable> JsonPolicy::decide(const PolicyInput& in) {
   }
   advanceHysteresis(in, slowLinks);
   TH_ASSIGN(DecisionTable table, buildTable(in, usesLinks_ ? &costs : nullptr));
-  if (!nicRules_.empty()) {
-    ConditionContext ctx;
-    ctx.slowLinks = slowLinks;
-    ctx.view = in.view;
-    ctx.nowNs = in.nowNs;
-    ctx.maxAgeNs = settings_.maxAgeNs;
-    ctx.nranks = in.nranks;
-    ctx.nnodes = in.nnodes();
-    TH_CHECK(applyNicRules(&nicRules_, ctx, name_, &table));
-  }
+  if (!nicRules_.empty()) TH_CHECK(applyNicRules(&nicRules_, conditionContext(in, slowLinks), name_, &table));
   if (in.current != nullptr && in.currentAgeNs < settings_.minDwellNs && !table.sameDecisions(*in.current)) {
     TH_INFO(log::kPolicy, "policy '%s': a new table is ready but the current one stays %.1f s more (min_dwell_ms)",
             name_.c_str(), static_cast<double>(settings_.minDwellNs - in.currentAgeNs) / 1e9);

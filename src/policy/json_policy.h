@@ -115,6 +115,7 @@ class JsonPolicy final : public Policy {
   friend class JsonPolicyParser;
   JsonPolicy() = default;
 
+  ConditionContext conditionContext(const PolicyInput& in, int slowLinks) const;
   void advanceHysteresis(const PolicyInput& in, int slowLinks);
   Result<DecisionTable> buildTable(const PolicyInput& in, const LinkCosts* costs);
 

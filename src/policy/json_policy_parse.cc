@@ -79,6 +79,9 @@ class JsonPolicyParser {
   Result<double> number(const Json& v, double min, double max, const std::string& context);
   Status parseSettings(const Json& v, PolicySettings* s);
   Status parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r);
+  // A rule's "hold" and "margin", else the settings'.
+  Status parseHysteresis(const Json& v, const std::string& context, const PolicySettings& defaults, int* hold,
+                         double* margin);
   Status parseNicRule(const Json& v, int index, const PolicySettings& defaults, NicRule* r, bool* usesSlowLinks);
   // The rule's part of an error context ("rules[2] ('name')") and a field path in it.
   static std::string field(const std::string& rule, const std::string& path) {
@@ -411,6 +414,20 @@ Status JsonPolicyParser::checkUseServes(const std::string& rule, bool listed, Ru
   return Status::ok();
 }
 
+Status JsonPolicyParser::parseHysteresis(const Json& v, const std::string& context, const PolicySettings& defaults,
+                                         int* hold, double* margin) {
+  *hold = defaults.hold;
+  *margin = defaults.margin;
+  if (v.contains("hold")) {
+    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, field(context, "hold")));
+    *hold = static_cast<int>(h);
+  }
+  if (v.contains("margin")) {
+    TH_ASSIGN(*margin, number(v["margin"], 0, 10, field(context, "margin")));
+  }
+  return Status::ok();
+}
+
 Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r) {
   r->index = index;
   std::string context = "rules[" + std::to_string(index) + "]";
@@ -443,15 +460,7 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
     if (!c.isOk()) return fail(field(context, "when"), "%s", c.status().message().c_str());
     r->when = c.take();
   }
-  r->hold = defaults.hold;
-  r->margin = defaults.margin;
-  if (v.contains("hold")) {
-    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, field(context, "hold")));
-    r->hold = static_cast<int>(h);
-  }
-  if (v.contains("margin")) {
-    TH_ASSIGN(r->margin, number(v["margin"], 0, 10, field(context, "margin")));
-  }
+  TH_CHECK(parseHysteresis(v, context, defaults, &r->hold, &r->margin));
   if (!v.contains("use")) return fail(context, "field 'use' is missing");
   TH_CHECK(parseUse(v["use"], context, r));
   std::vector<std::pair<const RuleUse*, std::string>> uses = {{&r->use, "use"}};
@@ -492,15 +501,7 @@ Status JsonPolicyParser::parseNicRule(const Json& v, int index, const PolicySett
     else if (m == "any") r->move = NicChoice::kAnyPath;
     else return fail(field(context, "move"), "expected \"other_nic\" or \"any\" (got %s)", m.dump().c_str());
   }
-  r->hold = defaults.hold;
-  r->margin = defaults.margin;
-  if (v.contains("hold")) {
-    TH_ASSIGN(int64_t h, integer(v["hold"], 1, 1000000, field(context, "hold")));
-    r->hold = static_cast<int>(h);
-  }
-  if (v.contains("margin")) {
-    TH_ASSIGN(r->margin, number(v["margin"], 0, 10, field(context, "margin")));
-  }
+  TH_CHECK(parseHysteresis(v, context, defaults, &r->hold, &r->margin));
   return Status::ok();
 }
 

@@ -114,15 +114,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     const uint64_t n = committed_.load(std::memory_order_relaxed);
     std::memcpy(slotAt(n), &h, sizeof(h));
     setEntry(n, nullptr, sizeof(h) + bytes, nullptr);
-    if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
-    uint64_t ticket = committed_.load(std::memory_order_relaxed) + 1;
-    committed_.store(ticket, std::memory_order_release);
-    drive();
-    bool pending = completed_.load(std::memory_order_relaxed) < ticket;
-    lock.unlock();
-    counters_->addMessage(bytes);
-    if (pending) pump_->notify();
-    return ticket;
+    return publish(lock, n, n + 1, bytes);
   }
 
   // Zero-copy (see net_connection.h): the piece lies in a registered buffer the plugin took, and
@@ -155,15 +147,7 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     setEntry(n, nullptr, sizeof(h), nullptr);
     setEntry(n + 1, static_cast<const char*>(src), bytes, directMh_);
     directMh_ = nullptr;
-    if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
-    const uint64_t ticket = n + 2;  // consumed once the payload's send completed
-    committed_.store(ticket, std::memory_order_release);
-    drive();
-    bool pending = completed_.load(std::memory_order_relaxed) < ticket;
-    lock.unlock();
-    counters_->addMessage(bytes);
-    if (pending) pump_->notify();
-    return ticket;
+    return publish(lock, n, n + 2, bytes);  // consumed once the payload's send completed
   }
 
   void forgetUserBuffer(uint64_t id) override {
@@ -227,6 +211,18 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       completed_.store(done, std::memory_order_release);
       if (done == committed) busy_.end(*counters_);
     }
+  }
+
+  // Under mu_ (released here): entries n .. ticket - 1 are filled; commits them and returns the ticket.
+  uint64_t publish(std::unique_lock<std::mutex>& lock, uint64_t n, uint64_t ticket, size_t bytes) {
+    if (completed_.load(std::memory_order_relaxed) == n) busy_.begin();
+    committed_.store(ticket, std::memory_order_release);
+    drive();
+    bool pending = completed_.load(std::memory_order_relaxed) < ticket;
+    lock.unlock();
+    counters_->addMessage(bytes);
+    if (pending) pump_->notify();
+    return ticket;
   }
 
   // Under mu_: ring entry n sends `bytes` from `src` with `mh` (null: from its own slot, with the ring's).
