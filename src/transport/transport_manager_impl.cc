@@ -35,8 +35,10 @@ TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const Tra
   rank_ = boot.rank();
   nranks_ = boot.nranks();
   channels_ = std::max(1, options.maxChannels);
+  // With device FIFOs, a second set of channels carries the proxied FIFOs of peers on other hosts.
+  connChannels_ = options.deviceFifos ? 2 * channels_ : channels_;
   byPeer_.assign(static_cast<size_t>(std::max(nranks_, 0)), nullptr);
-  size_t n = static_cast<size_t>(nranks_) * static_cast<size_t>(channels_);
+  size_t n = static_cast<size_t>(nranks_) * static_cast<size_t>(connChannels_);
   send_.reset(new std::atomic<SendConnection*>[n]);
   recv_.reset(new std::atomic<RecvConnection*>[n]);
   for (size_t i = 0; i < n; ++i) {
@@ -52,6 +54,7 @@ TransportManagerImpl::~TransportManagerImpl() {
   // Connections first (they join their helper threads and leave the socket
   // pump), then the backends, last set up first (the pump, the shm mappings
   // the connections pointed into).
+  proxy_.reset();  // forwards what the device committed, then stops using the connections
   {
     std::lock_guard lock(mu_);
     ownedRecv_.clear();
@@ -81,14 +84,14 @@ Status TransportManagerImpl::checkEndpoint(int peer, int channel) const {
 
 Result<SendConnection*> TransportManagerImpl::sendConnection(int peer, int channel) {
   TH_CHECK(checkEndpoint(peer, channel));
-  SendConnection* c = send_[peer * channels_ + channel].load(std::memory_order_acquire);
+  SendConnection* c = send_[peer * connChannels_ + channel].load(std::memory_order_acquire);
   if (c != nullptr) return c;
   return createSend(peer, channel);
 }
 
 Result<RecvConnection*> TransportManagerImpl::recvConnection(int peer, int channel) {
   TH_CHECK(checkEndpoint(peer, channel));
-  RecvConnection* c = recv_[peer * channels_ + channel].load(std::memory_order_acquire);
+  RecvConnection* c = recv_[peer * connChannels_ + channel].load(std::memory_order_acquire);
   if (c != nullptr) return c;
   return createRecv(peer, channel);
 }
@@ -104,7 +107,7 @@ Result<Backend*> TransportManagerImpl::backendFor(int peer) const {
 
 Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) {
   std::lock_guard lock(mu_);
-  size_t idx = static_cast<size_t>(peer) * channels_ + channel;
+  size_t idx = static_cast<size_t>(peer) * connChannels_ + channel;
   if (SendConnection* c = send_[idx].load(std::memory_order_acquire)) return c;
   TH_ASSIGN(Backend * backend, backendFor(peer));
   std::unique_ptr<SendConnection> conn;
@@ -118,7 +121,7 @@ Result<SendConnection*> TransportManagerImpl::createSend(int peer, int channel) 
 
 Result<RecvConnection*> TransportManagerImpl::createRecv(int peer, int channel) {
   std::lock_guard lock(mu_);
-  size_t idx = static_cast<size_t>(peer) * channels_ + channel;
+  size_t idx = static_cast<size_t>(peer) * connChannels_ + channel;
   if (RecvConnection* c = recv_[idx].load(std::memory_order_acquire)) return c;
   TH_ASSIGN(Backend * backend, backendFor(peer));
   std::unique_ptr<RecvConnection> conn;
@@ -273,16 +276,39 @@ uint64_t TransportManagerImpl::memoryBytes() const {
   return bytes;
 }
 
+// Local peers: the shm backend's device FIFOs. Peers on other hosts: a proxied FIFO
+// (fifo_proxy.h) over a connection of the second channel set (channel + channels_).
 Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool send) {
   if (deviceFifos_ == nullptr) return invalidUsage("this communicator has no device FIFOs (THESEUS_DEVICE_EXECUTOR)");
   TH_CHECK(checkEndpoint(peer, channel));
-  std::lock_guard lock(mu_);
-  size_t idx = (static_cast<size_t>(peer) * channels_ + channel) * 2 + (send ? 1 : 0);
-  if (deviceFifoCache_.empty()) deviceFifoCache_.resize(static_cast<size_t>(nranks_) * channels_ * 2);
-  if (deviceFifoCache_[idx].control == nullptr) {
-    TH_ASSIGN(deviceFifoCache_[idx], deviceFifos_->deviceFifo(peer, channel, send));
+  const size_t idx = (static_cast<size_t>(peer) * channels_ + channel) * 2 + (send ? 1 : 0);
+  FifoProxy* proxy = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (deviceFifoCache_.empty()) deviceFifoCache_.resize(static_cast<size_t>(nranks_) * channels_ * 2);
+    if (deviceFifoCache_[idx].control != nullptr) return deviceFifoCache_[idx];
+    if (deviceFifos_->canConnect(peer)) {
+      TH_ASSIGN(deviceFifoCache_[idx], deviceFifos_->deviceFifo(peer, channel, send));
+      return deviceFifoCache_[idx];
+    }
+    if (proxy_ == nullptr) {
+      const int base = channels_;
+      proxy_ = std::make_unique<FifoProxy>(
+          [this, base](int p, int c) { return createSend(p, base + c); },
+          [this, base](int p, int c) { return createRecv(p, base + c); }, config_.shmSlots, config_.shmSlotBytes);
+    }
+    proxy = proxy_.get();
   }
-  return deviceFifoCache_[idx];
+  // Outside mu_: making the connection takes it.
+  TH_ASSIGN(DeviceFifo f, proxy->fifo(peer, channel, send));
+  std::lock_guard lock(mu_);
+  deviceFifoCache_[idx] = f;
+  return f;
+}
+
+Status TransportManagerImpl::asyncFailure() const {
+  TH_CHECK(failures_.get());
+  return proxy_ != nullptr ? proxy_->failure() : Status::ok();
 }
 
 std::vector<std::pair<std::string, double>> TransportManagerImpl::setUpAttributes() const {
@@ -309,9 +335,9 @@ void TransportManagerImpl::setNicMove(int move) {
 PeerStats TransportManagerImpl::stats(int peer) const {
   PeerStats s;
   if (peer < 0 || peer >= nranks_) return s;
-  for (int c = 0; c < channels_; ++c) {
-    const ConnectionCounters& out = sendCounters_[static_cast<size_t>(peer) * channels_ + c];
-    const ConnectionCounters& in = recvCounters_[static_cast<size_t>(peer) * channels_ + c];
+  for (int c = 0; c < connChannels_; ++c) {  // proxied device FIFOs' connections included
+    const ConnectionCounters& out = sendCounters_[static_cast<size_t>(peer) * connChannels_ + c];
+    const ConnectionCounters& in = recvCounters_[static_cast<size_t>(peer) * connChannels_ + c];
     s.bytesSent += out.bytes.load(std::memory_order_relaxed);
     s.messagesSent += out.messages.load(std::memory_order_relaxed);
     s.sendBusyNs += out.timeNs.load(std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "transport/connection_stats.h"
 #include "transport/doorbell.h"
 #include "transport/emulation.h"
+#include "transport/fifo_proxy.h"
 #include "transport/transport_config.h"
 #include "transport/transport_manager.h"
 
@@ -50,7 +51,8 @@ class TransportManagerImpl final : public TransportManager {
   // Rings this rank's own doorbell (helper threads: accepted connection, freed slots).
   void wakeLocal();
 
-  Status asyncFailure() const override { return failures_.get(); }
+  // Failures nothing waits on: the pump threads' sends, and the device FIFO proxy's.
+  Status asyncFailure() const override;
 
  private:
   Status checkEndpoint(int peer, int channel) const;
@@ -72,6 +74,7 @@ class TransportManagerImpl final : public TransportManager {
   int rank_ = 0;
   int nranks_ = 1;
   int channels_ = 1;
+  int connChannels_ = 1;  // connections per peer: channels_, and as many for proxied device FIFOs
   bool spin_ = false;
   bool sharesCores_ = false;
   bool sleepEarly_ = false;  // see idlePassesBeforeSleep()
@@ -81,6 +84,7 @@ class TransportManagerImpl final : public TransportManager {
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<class ShmBackend> deviceFifos_;  // TransportOptions::deviceFifos
   std::vector<DeviceFifo> deviceFifoCache_;         // per (peer, channel, direction), resolved once (under mu_)
+  std::unique_ptr<FifoProxy> proxy_;                // device FIFOs of peers on other hosts (made under mu_)
   std::vector<Backend*> byPeer_;  // the backend serving each peer (null: self, or none can)
   DoorbellWord localBell_;        // the doorbell when no backend has one
   DoorbellWord* bell_ = &localBell_;

@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
     }
     RankContext ctx;
     ctx.rank = atoi(getenv("THESEUS_TEST_RANK"));
+    // THESEUS_TEST_HOST_PER_RANK=1: every rank counts as a host of its own (NCCL_HOSTID), so ranks
+    // of this machine talk through the network transports (and the device executor's FIFO proxy).
+    if (const char* own = getenv("THESEUS_TEST_HOST_PER_RANK"); own != nullptr && strcmp(own, "1") == 0)
+      setenv("NCCL_HOSTID", ("theseus-test-host-" + std::to_string(ctx.rank)).c_str(), 1);
     ctx.nranks = atoi(getenv("THESEUS_TEST_NRANKS"));
     decodeId(getenv("THESEUS_TEST_ID"), &ctx.id);
     std::string joined = getenv("THESEUS_TEST_ARGS") ? getenv("THESEUS_TEST_ARGS") : "";

@@ -519,6 +519,20 @@ TEST_F(Ib, APolicyMovesADegradedPortsTrafficToAnotherHcaAndBack) {
 
 TEST_F(Ib, APolicyMovesADegradedPortsTrafficToTcpAndBack) { degradedPortMoves(dir_, options(), "any"); }
 
+// The device executor's interpreter (emulated) with every rank a host of its own: its FIFOs to the
+// other ranks are proxied over IB (transport/fifo_proxy.h), every schedule, results checked.
+TEST_F(Ib, TheDeviceExecutorReachesOtherHostsThroughTheFifoProxy) {
+  for (const char* schedule : {"ring", "double_binary_tree", "direct"}) {
+    SpawnOptions o = options();
+    o.env["THESEUS_SCHEDULE"] = schedule;
+    o.env["THESEUS_DEVICE_EXECUTOR"] = "emulate";
+    o.env["THESEUS_TEST_HOST_PER_RANK"] = "1";
+    o.args.insert(o.args.end(), {"10", "through network 'IB'", "through a proxy"});
+    auto r = runRanks("ib_collectives", 3, o);
+    EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
+  }
+}
+
 // Registered buffers go zero-copy over IB, with every schedule, RoCE and several QPs included;
 // with THESEUS_NET_ZERO_COPY=0 the same runs copy (and say nothing about zero-copy).
 TEST_F(Ib, RegisteredBuffersGoZeroCopy) {

@@ -1,0 +1,211 @@
+// FifoProxy (fifo_proxy.h): device FIFOs of peers on other hosts, bridged to connections.
+#include "transport/fifo_proxy.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "common/deadline.h"
+#include "common/log.h"
+
+namespace theseus::transport {
+
+using shm::FifoControl;
+using shm::SlotHeader;
+
+struct FifoProxy::Bridge {
+  int peer = 0;
+  int channel = 0;
+  bool send = false;
+  SendConnection* out = nullptr;
+  RecvConnection* in = nullptr;
+  RingMemory memory;  // [FifoControl][SlotHeader x slots][data: slots x slotBytes, page aligned]
+  FifoControl* ctl = nullptr;
+  SlotHeader* headers = nullptr;
+  char* data = nullptr;
+  size_t bytes = 0;
+  uint64_t next = 0;  // send: the next message to forward; receive: the next to deliver
+  bool closed = false;  // receive: the peer closed the connection
+};
+
+namespace {
+
+size_t dataOffset(uint32_t slots) {
+  const size_t control = sizeof(FifoControl) + slots * sizeof(SlotHeader);
+  return (control + 4095) & ~size_t{4095};
+}
+
+}  // namespace
+
+FifoProxy::FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes)
+    : sendFor_(std::move(sendFor)), recvFor_(std::move(recvFor)), slots_(slots), slotBytes_(slotBytes) {
+  thread_ = std::thread([this] { run(); });
+}
+
+FifoProxy::~FifoProxy() {
+  // What the device committed goes out first: a collective is complete on this rank once its
+  // messages are in the FIFO, and its peers wait for them.
+  constexpr int64_t kFlushMs = 10000;
+  Deadline deadline = Deadline::afterMs(kFlushMs);
+  for (;;) {
+    bool pending = false;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& b : bridges_)
+        pending |= b->send && b->next < b->ctl->head.load(std::memory_order_acquire);
+    }
+    if (!pending || failed_.load() || deadline.expired()) break;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, nullptr);
+  }
+  stop_.store(true);
+  thread_.join();
+}
+
+Result<DeviceFifo> FifoProxy::fifo(int peer, int channel, bool send) {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& b : bridges_) {
+      if (b->peer != peer || b->channel != channel || b->send != send) continue;
+      DeviceFifo f;
+      f.control = b->ctl;
+      f.headers = b->headers;
+      f.data = b->data;
+      f.slots = slots_;
+      f.slotBytes = slotBytes_;
+      f.segmentBase = b->memory.get();
+      f.segmentBytes = b->bytes;
+      return f;
+    }
+  }
+  auto b = std::make_unique<Bridge>();
+  b->peer = peer;
+  b->channel = channel;
+  b->send = send;
+  if (send) {
+    TH_ASSIGN(b->out, sendFor_(peer, channel));
+    if (b->out->slotBytes() < slotBytes_)
+      return invalidUsage("the connection to rank %d has %zu-byte slots, smaller than the %llu-byte device FIFO slots",
+                          peer, b->out->slotBytes(), static_cast<unsigned long long>(slotBytes_));
+  } else {
+    TH_ASSIGN(b->in, recvFor_(peer, channel));
+  }
+  b->bytes = dataOffset(slots_) + slots_ * slotBytes_;
+  TH_ASSIGN(b->memory, allocRing(b->bytes));
+  b->ctl = new (b->memory.get()) FifoControl();
+  b->ctl->head.store(0, std::memory_order_relaxed);
+  b->ctl->tail.store(0, std::memory_order_relaxed);
+  b->headers = reinterpret_cast<SlotHeader*>(b->memory.get() + sizeof(FifoControl));
+  b->data = b->memory.get() + dataOffset(slots_);
+  {
+    std::lock_guard lock(mu_);
+    bool made = false;  // by another thread meanwhile: two bridges must never share a connection
+    for (const auto& o : bridges_) made |= o->peer == peer && o->channel == channel && o->send == send;
+    if (made) return fifo(peer, channel, send);
+    bridges_.push_back(std::move(b));
+  }
+  TH_INFO(log::kNet, "device FIFO %s rank %d channel %d through a proxy (%u x %llu bytes)", send ? "to" : "from", peer,
+          channel, slots_, static_cast<unsigned long long>(slotBytes_));
+  return fifo(peer, channel, send);
+}
+
+Status FifoProxy::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status::ok();
+  std::lock_guard lock(failMu_);
+  return failure_;
+}
+
+void FifoProxy::fail(Status s) {
+  std::lock_guard lock(failMu_);
+  if (!failure_.isOk()) return;
+  TH_WARN("device FIFO proxy: %s", s.message().c_str());
+  failure_ = std::move(s);
+  failed_.store(true, std::memory_order_release);
+}
+
+bool FifoProxy::forward(Bridge& b) {
+  bool moved = false;
+  const uint64_t head = b.ctl->head.load(std::memory_order_acquire);
+  while (b.next < head) {
+    SendSlot slot;
+    if (!b.out->tryAcquire(&slot)) break;
+    const uint32_t i = static_cast<uint32_t>(b.next % slots_);
+    const SlotHeader& h = b.headers[i];
+    if (h.kind != shm::kSlotInline || h.bytes > slotBytes_) {
+      fail(internalError("device FIFO to rank %d: message %llu is not an inline message of at most %llu bytes",
+                         b.peer, static_cast<unsigned long long>(b.next), static_cast<unsigned long long>(slotBytes_)));
+      return false;
+    }
+    std::memcpy(slot.data, b.data + static_cast<size_t>(i) * slotBytes_, h.bytes);
+    b.out->commitInline(h.bytes, h.tag);
+    b.ctl->tail.store(++b.next, std::memory_order_release);
+    moved = true;
+  }
+  Status s = b.out->progress();
+  if (!s.isOk()) fail(s.withContext("device FIFO to rank " + std::to_string(b.peer)));
+  return moved;
+}
+
+bool FifoProxy::deliver(Bridge& b) {
+  bool moved = false;
+  for (;;) {
+    if (b.next - b.ctl->tail.load(std::memory_order_acquire) >= slots_) break;  // the FIFO is full
+    RecvMessage m;
+    if (!b.in->tryPeek(&m)) break;
+    if (m.bytes > slotBytes_) {
+      fail(internalError("device FIFO from rank %d: a %zu-byte message for %llu-byte slots", b.peer, m.bytes,
+                         static_cast<unsigned long long>(slotBytes_)));
+      return false;
+    }
+    const uint32_t i = static_cast<uint32_t>(b.next % slots_);
+    std::memcpy(b.data + static_cast<size_t>(i) * slotBytes_, m.data, m.bytes);
+    SlotHeader& h = b.headers[i];
+    std::memset(&h, 0, sizeof(h));
+    h.bytes = m.bytes;
+    h.tag = m.tag;
+    h.kind = shm::kSlotInline;
+    b.ctl->head.store(++b.next, std::memory_order_release);
+    b.in->release();
+    moved = true;
+  }
+  // As for the host's network connections, only send-side failures are failures: a receive
+  // connection whose peer finished and closed it is an orderly goodbye, and a peer that died is
+  // the bootstrap's to report (the device's wait ends with its health check).
+  if (Status s = b.in->progress(); !s.isOk()) {
+    TH_INFO(log::kNet, "device FIFO from rank %d channel %d: %s; no more messages come through it", b.peer,
+            b.channel, s.message().c_str());
+    b.closed = true;
+  }
+  return moved;
+}
+
+bool FifoProxy::pass() {
+  std::lock_guard lock(mu_);
+  bool moved = false;
+  for (const auto& b : bridges_) {
+    if (failed_.load(std::memory_order_relaxed)) break;
+    if (!b->closed) moved |= b->send ? forward(*b) : deliver(*b);
+  }
+  return moved;
+}
+
+void FifoProxy::run() {
+  int idle = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (!failed_.load(std::memory_order_acquire) && pass()) {
+      idle = 0;
+      continue;
+    }
+    if (idle < 1000000) ++idle;
+    if (idle < 64) {
+      sched_yield();
+      continue;
+    }
+    // Idle: sleep a little longer each time, up to 200 us (the device raises no event).
+    struct timespec ts = {0, std::min<long>(200000, 20000L * (idle / 64))};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace theseus::transport

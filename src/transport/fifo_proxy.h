@@ -1,0 +1,87 @@
+// FifoProxy: device FIFOs for peers on other hosts.
+//
+// The device executor moves data only through FIFOs it drives itself
+// (exec/device/interpreter.h, the flag protocol of fifo_layout.h). Ranks of
+// one host share them in memory (the shm backend's device FIFOs); a rank on
+// another host is reached through a network, so each (peer, channel,
+// direction) the device executor asks for gets a FIFO in this process's memory
+// and a proxy thread bridges it to an ordinary connection of the transports —
+// NCCL's proxy thread, for Theseus' FIFOs:
+//
+//   send:    the device commits message m into the FIFO (payload, SlotHeader,
+//            head = m + 1, release); the proxy acquires head, copies the
+//            payload into a slot of the SendConnection, commits it with the
+//            header's size and tag, and releases the FIFO slot (tail = m + 1).
+//   receive: the proxy peeks the RecvConnection's next message, waits for a
+//            free FIFO slot (head - tail < slots, tail acquired), copies the
+//            payload in, writes the SlotHeader, publishes head (release) and
+//            releases the connection's message.
+// So the network moves slices while the device works on others (overlap), and
+// the FIFO's flag protocol is the same one the device uses with local peers.
+//
+// The proxied connections use channels of their own (TransportManagerImpl:
+// channel + the communicator's channel count), so the host executor's
+// messages on the same peer and channel never interleave with them.
+//
+// The thread polls (the device raises no event): passes back to back while
+// anything moves, then yields, then sleeps 20..200 us between passes. A send
+// connection's failure is kept, every bridge stops, and failure() returns it
+// (TransportManager::asyncFailure: the device executor's health check fails
+// its plan with it). A receive connection that ends is only closed: its peer
+// finished and left (a peer that dies is the bootstrap's to report), as the
+// host's network connections treat it.
+// Destruction forwards what the device committed (bounded), then stops.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/fifo_layout.h"
+#include "transport/socket/socket_io.h"
+#include "transport/transport.h"
+
+namespace theseus::transport {
+
+class FifoProxy {
+ public:
+  using SendFor = std::function<Result<SendConnection*>(int peer, int channel)>;
+  using RecvFor = std::function<Result<RecvConnection*>(int peer, int channel)>;
+  // `slots` x `slotBytes`: the geometry of every proxied FIFO (the device FIFOs').
+  FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes);
+  ~FifoProxy();
+  FifoProxy(const FifoProxy&) = delete;
+  FifoProxy& operator=(const FifoProxy&) = delete;
+
+  // The FIFO for (peer, channel, direction), made (with its connection) on first use.
+  Result<DeviceFifo> fifo(int peer, int channel, bool send);
+  // The first failure of a proxied connection; ok while there is none.
+  Status failure() const;
+
+ private:
+  struct Bridge;
+  void run();
+  bool pass();                        // one pass over the bridges; true when something moved
+  bool forward(Bridge& b);            // send: FIFO -> connection
+  bool deliver(Bridge& b);            // receive: connection -> FIFO
+  void fail(Status s);
+
+  SendFor sendFor_;
+  RecvFor recvFor_;
+  uint32_t slots_;
+  uint64_t slotBytes_;
+  mutable std::mutex mu_;             // bridges_ (the thread holds it for a pass)
+  std::vector<std::unique_ptr<Bridge>> bridges_;
+  mutable std::mutex failMu_;         // failure_
+  Status failure_;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace theseus::transport
