@@ -3,7 +3,8 @@
 #   1. build with CUDA (build-gpu/), only the targets the check needs;
 #   2. the GPU tests (CUDA driver leaf, device buffers through the staging and the CUDA executor, graph capture);
 #   3. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
-#      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda);
+#      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); then the CUDA executor
+#      between two network-namespace hosts (its FIFOs proxied over TCP), when run as root;
 #   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it;
 #   5. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
@@ -53,6 +54,17 @@ if [[ $build_ok -eq 0 ]]; then
   export BUILD LOG_DIR
   phase harness-staging 150 bash -c "matrix off"
   phase harness-cuda 150 bash -c "matrix cuda"
+  # The CUDA executor to ranks on other "hosts" (network namespaces, root only): its FIFOs are proxied over TCP
+  # (transport/fifo_proxy.h), the inter-node path of device buffers.
+  if [[ $(id -u) == 0 ]] && command -v ip > /dev/null; then
+    phase cuda-proxied 120 bash -c "for coll in all_reduce all_gather broadcast sendrecv; do
+      THESEUS_DEVICE_EXECUTOR=cuda $BUILD/bin/theseus-run -np 2 --netns --timeout 60 -x THESEUS_DEVICE_EXECUTOR=cuda -- \
+        $BUILD/bin/\${coll}_perf -b 8 -e 64M -f 64 -d float -c 1 -n 2 -w 1 | tee $LOG_DIR/proxied-\$coll.log | tail -3
+      grep -q 'Out of bounds values : 0 OK' $LOG_DIR/proxied-\$coll.log || { echo \"WRONG RESULTS: \$coll\"; exit 1; }
+    done"
+  else
+    SUMMARY+=("cuda-proxied   skipped: needs root for network namespaces")
+  fi
   # The roofline and the large-message numbers, in the same run.
   phase roofline 120 bash -c "
     $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
