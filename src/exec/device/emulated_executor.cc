@@ -2,7 +2,8 @@
 // one SoloTeam per lane, polled round-robin so one thread drives every
 // communicator of a group (as the GPU runs their blocks side by side). When no
 // lane moved for a while it yields the core, and it checks the abort flag, the
-// lanes' health and the stall timeout like the host progress engine.
+// lanes' health and the stall timeout like the host progress engine — a failed
+// peer ends a plan at once only while the plan still waits on it.
 #include <sched.h>
 #include <strings.h>
 
@@ -63,6 +64,7 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
   for (size_t l = 0; l < lanes.size(); ++l) TH_CHECK(beginPlan(lanes[l], states[l], lowered, l));
 
   dev::SoloTeam team;
+  thread_local std::vector<int> waitedPeers;
   uint64_t lastProgressNs = nowNs(), lastHealthNs = 0;
   uint32_t idle = 0;
   for (;;) {
@@ -103,7 +105,27 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
       Plan& p = *lane.plans[states[l].current];
       if (p.abort != nullptr && p.abort->isSet())
         return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
-      if (lane.health) TH_CHECK(lane.health(LaneWait{}).withContext(p.describe()));
+      if (lane.health) {
+        // As the host engine: a failed peer ends the wait at once only while the plan still waits
+        // on it (the peers of its unfinished steps), otherwise after a second without progress.
+        const dev::Plan& d = lowered[l].plan;
+        waitedPeers.clear();
+        for (uint32_t s = 0; s < d.nsteps; ++s) {
+          if (d.state[s].finishedRounds == d.rounds) continue;
+          if (d.steps[s].inConn >= 0) waitedPeers.push_back(d.steps[s].recvPeer);
+          if (d.steps[s].outConn >= 0) waitedPeers.push_back(d.steps[s].sendPeer);
+        }
+        if (Status h = lane.health(LaneWait{&waitedPeers, now - lastProgressNs > 1000000000}); !h.isOk()) {
+          // The peer may have finished its part and died after the last pass: it counts only
+          // if one more pass over the lanes moves nothing.
+          bool moved = false;
+          for (size_t k = 0; k < lanes.size() && !moved; ++k)
+            if (states[k].current < lanes[k].plans.size()) moved = dev::pollPlan(lowered[k].plan, team) != dev::Poll::kIdle;
+          if (!moved) return h.withContext(p.describe());
+          idle = 0;
+          break;
+        }
+      }
       if (stallMs > 0 && now - lastProgressNs > static_cast<uint64_t>(stallMs) * 1000000)
         return remoteError("%s: rank %d made no progress for %lld ms in the device executor", p.describe().c_str(),
                            p.rank, static_cast<long long>(stallMs));
