@@ -532,7 +532,8 @@ std::vector<int> byRailOrder(int nranks, const std::vector<int>& hostOf, const s
     while (end < order.size() &&
            (hostOf.size() != static_cast<size_t>(nranks) || hostOf[static_cast<size_t>(order[end])] == host))
       ++end;
-    std::vector<int> ranks(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<int> ranks(order.begin() + static_cast<std::ptrdiff_t>(begin),
+                           order.begin() + static_cast<std::ptrdiff_t>(end));
     std::sort(ranks.begin(), ranks.end(), [&](int x, int y) {
       return railOf(x) != railOf(y) ? railOf(x) < railOf(y) : x < y;
     });

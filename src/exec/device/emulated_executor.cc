@@ -120,7 +120,8 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
           // if one more pass over the lanes moves nothing.
           bool moved = false;
           for (size_t k = 0; k < lanes.size() && !moved; ++k)
-            if (states[k].current < lanes[k].plans.size()) moved = dev::pollPlan(lowered[k].plan, team) != dev::Poll::kIdle;
+            if (states[k].current < lanes[k].plans.size())
+              moved = dev::pollPlan(lowered[k].plan, team) != dev::Poll::kIdle;
           if (!moved) return h.withContext(p.describe());
           idle = 0;
           break;

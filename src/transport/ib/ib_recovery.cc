@@ -92,8 +92,9 @@ Status IbComm::onRecoverMessage() {
       mode_ = Mode::kTcp;
       // A receiver whose policy keeps it on TCP may be let go at any epoch: ask again at the
       // first step of the backoff, not later and later.
-      if ((hdr_.tag & wire::kPolicy) == 0) recoveryBackoffMs_ = std::min<int64_t>(recoveryBackoffMs_ * 2, 10000);
-      nextRecoveryNs_ = nowNs() + static_cast<uint64_t>((hdr_.tag & wire::kPolicy) ? 500 : recoveryBackoffMs_) * 1000000;
+      const bool policy = (hdr_.tag & wire::kPolicy) != 0;
+      if (!policy) recoveryBackoffMs_ = std::min<int64_t>(recoveryBackoffMs_ * 2, 10000);
+      nextRecoveryNs_ = nowNs() + static_cast<uint64_t>(policy ? 500 : recoveryBackoffMs_) * 1000000;
       return Status::ok();
     }
     if (type != wire::kRecovered)

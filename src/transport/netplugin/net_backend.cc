@@ -139,9 +139,10 @@ void NetPluginBackend::setNicMove(int move) {
     nicMove_ = move;
     return;
   }
-  TH_INFO(log::kNet, "rank %d: the policy %s net device %d", ctx_.rank,
-          move == 0 ? "lets traffic back onto" : move == 1 ? "moves traffic to another NIC off" : "moves traffic to another NIC or TCP off",
-          device_);
+  const char* what = move == 0   ? "lets traffic back onto"
+                     : move == 1 ? "moves traffic to another NIC off"
+                                 : "moves traffic to another NIC or TCP off";
+  TH_INFO(log::kNet, "rank %d: the policy %s net device %d", ctx_.rank, what, device_);
   move_(device_, nicMove_, move);
   nicMove_ = move;
 }
