@@ -229,6 +229,7 @@ class IbComm {
   Status sendAll(const void* data, size_t bytes, const char* what);  // small control messages
   Result<bool> readInfo();           // the ConnInfo after a RECOVER/RECOVERED header (true: complete)
   Status maybeRecover();             // sender, TCP mode: start the move back when it may (ib_recovery.cc)
+  void logBackOnIb(uint64_t at) const;  // WARN after a failure, INFO after a planned move
   Status onRecoverMessage();         // the RECOVER, RECOVERED, REFUSED or READY in hdr_
   IbDevice* usableDevice() const;    // the port a move back to IB would use (null: none is up)
   Status switchTo(IbDevice* to);     // queues destroyed: the comm's FIFO registered on `to` from now on
@@ -263,6 +264,7 @@ class IbComm {
   Mode mode_ = Mode::kIb;
   int sock_ = -1;
   bool failoverEnabled_ = true;
+  bool planned_ = false;  // the last move off IB was planned (not a failure)
   bool otherHcas_ = true;  // THESEUS_IB_FAILOVER_HCA
   uint64_t lastSocketCheckNs_ = 0;
   wire::TcpHeader hdr_{};

@@ -76,6 +76,7 @@ void IbComm::quiesceQps() {
 Status IbComm::failOver(const Status& why, bool planned) {
   if (!failoverEnabled_ || sock_ < 0) return planned ? Status::ok() : why;
   if (mode_ != Mode::kIb) return Status::ok();
+  planned_ = planned;
   if (planned) {  // the side that moves said why; the other was told by the peer
     nextRecoveryNs_ = nowNs();
   } else {
@@ -111,6 +112,7 @@ Status IbComm::onResume(uint64_t first, int32_t flags) {
     return remoteError("IB: %s: the peer asked to resume at message %llu but only %llu were sent", where(-1).c_str(),
                        static_cast<unsigned long long>(first), static_cast<unsigned long long>(sent_));
   if (mode_ == Mode::kIb) {  // the receiver saw the failure first, or moves back to its own port
+    planned_ = planned;
     if (planned) {
       TH_INFO(log::kNet, "IB: %s: the peer moves the connection to another port of its own (planned)",
               where(-1).c_str());

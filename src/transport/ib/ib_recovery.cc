@@ -57,12 +57,29 @@ Status IbComm::switchTo(IbDevice* to) {
   dev_ = to;
   if (from == home_) home_->away.fetch_add(1);
   if (to == home_) home_->away.fetch_sub(1);
-  TH_WARN("IB: %s:%d -> %s:%d: the connection %s %s moves %s", from->name.c_str(), from->port, to->name.c_str(),
-          to->port, side_ == kSender ? "to" : "from", peer_.c_str(),
-          to == home_                                     ? "back to its own port"
-          : home_->up.load(std::memory_order_relaxed)     ? "to another HCA: the policy moves traffic off its own port"
-                                                          : "to another HCA while its own port is down");
+  const bool homeUp = home_->up.load(std::memory_order_relaxed);
+  const char* why = to == home_ ? "back to its own port"
+                    : homeUp    ? "to another HCA: the policy moves traffic off its own port"
+                                : "to another HCA while its own port is down";
+  // A move after a failure is a WARN; a planned one (home, or the policy's) is news, not trouble.
+  if (planned_)
+    TH_INFO(log::kNet, "IB: %s:%d -> %s:%d: the connection %s %s moves %s", from->name.c_str(), from->port,
+            to->name.c_str(), to->port, side_ == kSender ? "to" : "from", peer_.c_str(), why);
+  else
+    TH_WARN("IB: %s:%d -> %s:%d: the connection %s %s moves %s", from->name.c_str(), from->port, to->name.c_str(),
+            to->port, side_ == kSender ? "to" : "from", peer_.c_str(), why);
   return Status::ok();
+}
+
+// After a failure a WARN (the job ran on TCP meanwhile); after a planned move (home, or one a
+// policy asked for) an INFO: nothing failed.
+void IbComm::logBackOnIb(uint64_t at) const {
+  if (planned_)
+    TH_INFO(log::kNet, "IB: %s: the connection moved back to IB at message %llu (a planned move)", where(-1).c_str(),
+            static_cast<unsigned long long>(at));
+  else
+    TH_WARN("IB: %s: the connection moved back to IB at message %llu", where(-1).c_str(),
+            static_cast<unsigned long long>(at));
 }
 
 Status IbComm::maybeRecover() {
@@ -107,8 +124,7 @@ Status IbComm::onRecoverMessage() {
     TH_CHECK(sendControl(wire::kReady, sent_));
     mode_ = Mode::kIb;
     recoveryBackoffMs_ = 500;
-    TH_WARN("IB: %s: the connection moved back to IB at message %llu", where(-1).c_str(),
-            static_cast<unsigned long long>(sent_));
+    logBackOnIb(sent_);
     return Status::ok();
   }
   if (type == wire::kReady) {  // the sender's QPs are ready: announce every receive not yet filled
@@ -122,8 +138,7 @@ Status IbComm::onRecoverMessage() {
       if (r == nullptr || r->seq != seq) continue;
       TH_CHECK(postCts(r));
     }
-    TH_WARN("IB: %s: the connection moved back to IB at message %llu", where(-1).c_str(),
-            static_cast<unsigned long long>(tcpNext_));
+    logBackOnIb(tcpNext_);
     return Status::ok();
   }
   if (type != wire::kRecover || hdr_.seq != tcpNext_)
