@@ -275,6 +275,8 @@ class IbComm {
   IbRequest* sendBySlot_[kFifoDepth] = {};
   // Moving back.
   uint64_t nextRecoveryNs_ = 0;
+  bool freshQueues_ = false;  // sender: its QPs were made for a RECOVER and never connected
+  uint64_t freshDownEvents_ = 0;  // their port's downEvents when they were made
   int64_t recoveryBackoffMs_ = 500;
   wire::ConnInfo info_{};
   size_t infoDone_ = 0;

@@ -98,6 +98,7 @@ void monitor(const IbVerbs* v, std::vector<IbDevice*> devices) {
           const bool portEvent = ev.event_type == IBV_EVENT_PORT_ERR || ev.event_type == IBV_EVENT_PORT_ACTIVE;
           if (portEvent && ev.element.port_num != d->port) continue;
           if (ev.event_type == IBV_EVENT_PORT_ERR) {
+            d->downEvents.fetch_add(1);
             d->up.store(false);
             TH_WARN("IB: %s:%d is down (%s); its connections fail and traffic moves to the next network",
                     d->name.c_str(), d->port, eventName(v, ev.event_type));

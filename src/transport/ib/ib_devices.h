@@ -48,6 +48,7 @@ struct IbDevice {
   int maxQpWr = 0;
   std::atomic<bool> up{true};
   std::atomic<uint64_t> asyncErrors{0};
+  std::atomic<uint64_t> downEvents{0};   // times the port went down (its QPs then went to the error state)
   std::atomic<uint64_t> failovers{0};  // connections of this port that moved to TCP
   std::atomic<int> away{0};            // connections set up on this port that run on another HCA now
   std::atomic<int> rateMbps{0};        // the link rate now (active speed x width; the monitor's last query)

@@ -86,16 +86,26 @@ Status IbComm::maybeRecover() {
   if (side_ != kSender || mode_ != Mode::kTcp || !tcpQueue_.empty() || sock_ < 0) return Status::ok();
   IbDevice* to = usableDevice();
   if (to == nullptr || (to == dev_ && nowNs() < nextRecoveryNs_)) return Status::ok();
-  const int nqps = static_cast<int>(qps_.size());
-  destroyQueues();
-  TH_CHECK(switchTo(to));
-  TH_CHECK(createQueues(nqps));
+  // QPs made for a RECOVER the receiver refused were never connected: the next one reuses them
+  // (while a policy keeps the receiver on TCP, the sender asks every 0.5 s).
+  const bool again = freshQueues_ && to == dev_ && dev_->downEvents.load() == freshDownEvents_;
+  if (!again) {
+    const int nqps = static_cast<int>(qps_.size());
+    destroyQueues();
+    TH_CHECK(switchTo(to));
+    TH_CHECK(createQueues(nqps));
+    freshQueues_ = true;
+    freshDownEvents_ = dev_->downEvents.load();  // a port that goes down takes them to the error state
+  }
   memset(fifo_, 0, sizeof(wire::CtsEntry) * kFifoDepth);
   wire::TcpHeader h{wire::kTcpMagic, wire::kRecover, sent_, 0, 0, 0};
   const wire::ConnInfo mine = localInfo();
   TH_CHECK(sendAll(&h, sizeof(h), "sending RECOVER"));
   TH_CHECK(sendAll(&mine, sizeof(mine), "sending RECOVER"));
-  TH_INFO(log::kNet, "IB: %s: a port is up; asking the peer to move back to IB", where(-1).c_str());
+  if (again)
+    TH_TRACE(log::kNet, "IB: %s: asking the peer again to move back to IB", where(-1).c_str());
+  else
+    TH_INFO(log::kNet, "IB: %s: a port is up; asking the peer to move back to IB", where(-1).c_str());
   infoDone_ = 0;
   mode_ = Mode::kRecovering;
   return Status::ok();
@@ -120,6 +130,7 @@ Status IbComm::onRecoverMessage() {
     if (!complete) return Status::ok();  // hdr_ stays complete: the rest comes with the next call
     hdrDone_ = 0;
     TH_CHECK(connectQps(info_));  // RTR, RTS, the CTS receives posted
+    freshQueues_ = false;
     ctsArrived_ = sent_;          // the receiver announces its receives again from here
     TH_CHECK(sendControl(wire::kReady, sent_));
     mode_ = Mode::kIb;
