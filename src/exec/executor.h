@@ -29,6 +29,7 @@
 //      starts running, after the stream work queued before the call.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -58,6 +59,18 @@ struct LaneWait {
   const std::vector<int>* peers = nullptr;  // peers of its unfinished steps (null: any peer counts)
   bool longIdle = true;                     // no progress for a second (or more)
 };
+
+// LaneWait::peers of a plan, host (PlanStep, StepRun) or lowered for the device (dev::Step,
+// dev::StepState): the peers of the steps that have not finished all `rounds`.
+template <class Step, class Run>
+void unfinishedStepPeers(const Step* steps, const Run* runs, uint32_t nsteps, uint32_t rounds, std::vector<int>* out) {
+  out->clear();
+  for (uint32_t s = 0; s < nsteps; ++s) {
+    if (runs[s].finishedRounds == rounds) continue;
+    if (steps[s].inConn >= 0) out->push_back(steps[s].recvPeer);
+    if (steps[s].outConn >= 0) out->push_back(steps[s].sendPeer);
+  }
+}
 
 struct Lane {
   std::vector<Plan*> plans;

@@ -389,12 +389,8 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
         if (p.abort != nullptr && p.abort->isSet())
           return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
         if (lr.lane->health) {
-          waitedPeers.clear();
-          for (uint32_t s = 0; s < p.steps.size(); ++s) {
-            if (lr.steps[s].finishedRounds == p.rounds) continue;
-            if (p.steps[s].inConn >= 0) waitedPeers.push_back(p.steps[s].recvPeer);
-            if (p.steps[s].outConn >= 0) waitedPeers.push_back(p.steps[s].sendPeer);
-          }
+          unfinishedStepPeers(p.steps.data(), lr.steps.data(), static_cast<uint32_t>(p.steps.size()), p.rounds,
+                              &waitedPeers);
           const LaneWait wait{&waitedPeers, now - lastProgressNs > 1000000000};
           if (Status h = lr.lane->health(wait); !h.isOk()) {
             // A peer may have finished its part and died between the last pass and this look (a

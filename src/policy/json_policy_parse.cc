@@ -79,6 +79,9 @@ class JsonPolicyParser {
   Result<double> number(const Json& v, double min, double max, const std::string& context);
   Status parseSettings(const Json& v, PolicySettings* s);
   Status parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r);
+  // Entry `index` of `section` must be an object; its optional "name" is read, and *context names
+  // both ("rules[2] ('name')") for the errors that follow.
+  Status parseRuleHead(const Json& v, const char* section, int index, std::string* name, std::string* context);
   // A rule's "hold" and "margin", else the settings'.
   Status parseHysteresis(const Json& v, const std::string& context, const PolicySettings& defaults, int* hold,
                          double* margin);
@@ -428,15 +431,22 @@ Status JsonPolicyParser::parseHysteresis(const Json& v, const std::string& conte
   return Status::ok();
 }
 
+Status JsonPolicyParser::parseRuleHead(const Json& v, const char* section, int index, std::string* name,
+                                       std::string* context) {
+  *context = std::string(section) + "[" + std::to_string(index) + "]";
+  if (!v.is_object()) return fail(*context, "expected an object");
+  if (v.contains("name")) {
+    if (!v["name"].is_string()) return fail(field(*context, "name"), "expected a string");
+    *name = v["name"].get<std::string>();
+    *context += " ('" + *name + "')";
+  }
+  return Status::ok();
+}
+
 Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySettings& defaults, Rule* r) {
   r->index = index;
-  std::string context = "rules[" + std::to_string(index) + "]";
-  if (!v.is_object()) return fail(context, "expected an object");
-  if (v.contains("name")) {
-    if (!v["name"].is_string()) return fail(field(context, "name"), "expected a string");
-    r->name = v["name"].get<std::string>();
-    context += " ('" + r->name + "')";
-  }
+  std::string context;
+  TH_CHECK(parseRuleHead(v, "rules", index, &r->name, &context));
   TH_CHECK(checkKeys(v, {"name", "comment", "collectives", "min_bytes", "max_bytes", "ranks", "nodes", "when", "hold",
                          "margin", "use"}, context));
   r->collectives = kAllCollectives;
@@ -480,13 +490,8 @@ Status JsonPolicyParser::parseRule(const Json& v, int index, const PolicySetting
 Status JsonPolicyParser::parseNicRule(const Json& v, int index, const PolicySettings& defaults, NicRule* r,
                                       bool* usesSlowLinks) {
   r->index = index;
-  std::string context = "nics[" + std::to_string(index) + "]";
-  if (!v.is_object()) return fail(context, "expected an object");
-  if (v.contains("name")) {
-    if (!v["name"].is_string()) return fail(field(context, "name"), "expected a string");
-    r->name = v["name"].get<std::string>();
-    context += " ('" + r->name + "')";
-  }
+  std::string context;
+  TH_CHECK(parseRuleHead(v, "nics", index, &r->name, &context));
   TH_CHECK(checkKeys(v, {"name", "comment", "when", "move", "hold", "margin"}, context));
   if (!v.contains("when")) return fail(context, "field 'when' is missing (a condition; $r is the rank)");
   if (!v["when"].is_string()) return fail(field(context, "when"), "expected a condition (a string)");

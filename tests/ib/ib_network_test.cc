@@ -30,6 +30,22 @@ namespace {
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// A fault through one of the test double's files: writes <dir>/<file> once rank 0 marked
+// <dir>/started and, with `heal`, removes it once rank 0 marked <dir>/heal (each wait at most 2 min).
+std::thread markedFault(const std::string& dir, const std::string& file, const std::string& content, bool heal) {
+  return std::thread([dir, file, content, heal] {
+    auto waitFor = [&](const std::string& mark) {
+      for (int i = 0; i < 12000 && !exists(dir + "/" + mark); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    };
+    waitFor("started");
+    std::ofstream(dir + "/" + file) << content;
+    if (!heal) return;
+    waitFor("heal");
+    unlink((dir + "/" + file).c_str());
+  });
+}
+
 // A fresh directory for the double's sockets and fault files, and the ranks' logs.
 class Ib : public ::testing::Test {
  protected:
@@ -57,18 +73,7 @@ class Ib : public ::testing::Test {
   // Takes host 1's port of `device` down once rank 0 marked <dir>/started, and with `heal` up
   // again once it marked <dir>/heal (the test double's port file).
   std::thread portDown(bool heal, const std::string& device = "fake_mlx5_0") const {
-    return std::thread([dir = dir_, heal, device] {
-      auto waitFor = [&](const std::string& mark) {
-        for (int i = 0; i < 6000 && !exists(dir + "/" + mark); ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      };
-      const std::string down = dir + "/down-host1-" + device + "-1";
-      waitFor("started");
-      std::ofstream(down) << "down\n";
-      if (!heal) return;
-      waitFor("heal");
-      unlink(down.c_str());
-    });
+    return markedFault(dir_, "down-host1-" + device + "-1", "down\n", heal);
   }
   // ib_survives on 3 ranks with `args` while host 1's port of `device` goes down (and with `heal`
   // up again): every rank must pass.
@@ -487,17 +492,7 @@ void degradedPortMoves(const std::string& dir, SpawnOptions o, const std::string
   o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,POLICY";
   o.args.push_back(move);
   const std::string device = move == "other_nic" ? "fake_mlx5_1" : "fake_mlx5_0";
-  std::thread degrade([dir, device] {
-    auto waitFor = [&](const std::string& mark) {
-      for (int i = 0; i < 12000 && !exists(dir + "/" + mark); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    };
-    const std::string rate = dir + "/rate-host1-" + device + "-1";
-    waitFor("started");
-    std::ofstream(rate) << "2500\n";
-    waitFor("heal");
-    unlink(rate.c_str());
-  });
+  std::thread degrade = markedFault(dir, "rate-host1-" + device + "-1", "2500\n", true);
   auto r = runRanks("ib_degraded", 3, o);
   if (!exists(dir + "/heal")) std::ofstream(dir + "/heal") << "1\n";  // let the thread go
   if (!exists(dir + "/started")) std::ofstream(dir + "/started") << "1\n";

@@ -262,18 +262,25 @@ THESEUS_RANK_FN(net_plugin_registered) {
   return 0;
 }
 
+// Ranks on loopback with shared memory off (THESEUS_TRANSPORT=socket) and net plugin `plugin`, each
+// logging `subsys` at INFO to <log>.<pid>; args[1] is `log`.
+SpawnOptions pluginLoopback(const std::string& plugin, const std::string& log, const char* subsys) {
+  SpawnOptions o;
+  o.env["THESEUS_TRANSPORT"] = "socket";
+  o.env["NCCL_NET_PLUGIN"] = plugin;
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = subsys;
+  o.env["NCCL_DEBUG_FILE"] = log + ".%p";
+  o.args = {"", log};
+  return o;
+}
+
 TEST(NetPluginLoopback, RegisteredBuffersGoZeroCopyThroughAPlugin) {
   for (const char* schedule : {"ring", "double_binary_tree", "direct"}) {
-    SpawnOptions o;
-    o.env["THESEUS_TRANSPORT"] = "socket";
+    const std::string log = "/tmp/theseus-netplugin-reg-" + std::to_string(getpid());
+    SpawnOptions o = pluginLoopback(THESEUS_NET_SOCKET_PLUGIN, log, "INIT,NET,REG");
     o.env["THESEUS_SCHEDULE"] = schedule;
     o.env["THESEUS_NET_ZERO_COPY"] = "1";
-    o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
-    const std::string log = "/tmp/theseus-netplugin-reg-" + std::to_string(getpid());
-    o.env["NCCL_DEBUG"] = "INFO";
-    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
-    o.env["NCCL_DEBUG_FILE"] = log + ".%p";
-    o.args = {"", log};
     auto r = runRanks("net_plugin_registered", 3, o);
     EXPECT_TRUE(r.allOk()) << "schedule " << schedule << ": " << r.describe();
     run("rm -f " + log + ".*");
@@ -284,15 +291,10 @@ TEST(NetPluginLoopback, RegisteredBuffersGoZeroCopyThroughAPlugin) {
 // one version each, on loopback with shared memory off, so every pair goes through the plugin.
 TEST(NetPluginLoopback, EveryNetAbiVersionCarriesCollectives) {
   for (int v = 12; v >= 6; --v) {
-    SpawnOptions o;
-    o.env["THESEUS_TRANSPORT"] = "socket";
-    o.env["THESEUS_SCHEDULE"] = v == 12 ? "double_binary_tree" : "ring";
-    o.env["NCCL_NET_PLUGIN"] = std::string(THESEUS_TEST_PLUGIN_DIR) + "/libnccl-net-theseus-v" + std::to_string(v) + ".so";
     const std::string log = "/tmp/theseus-netplugin-v" + std::to_string(v) + "-" + std::to_string(getpid());
-    o.env["NCCL_DEBUG"] = "INFO";
-    o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
-    o.env["NCCL_DEBUG_FILE"] = log + ".%p";
-    o.args = {"", log};
+    SpawnOptions o = pluginLoopback(
+        std::string(THESEUS_TEST_PLUGIN_DIR) + "/libnccl-net-theseus-v" + std::to_string(v) + ".so", log, "INIT,NET");
+    o.env["THESEUS_SCHEDULE"] = v == 12 ? "double_binary_tree" : "ring";
     auto r = runRanks("net_plugin_collectives", 3, o);
     EXPECT_TRUE(r.allOk()) << "ncclNetPlugin_v" << v << ": " << r.describe();
     run("rm -f " + log + ".*");
@@ -309,15 +311,9 @@ THESEUS_RANK_FN(net_plugin_not_chosen) {
 }
 
 TEST(NetPluginLoopback, NcclNetSocketKeepsTheInternalNetwork) {
-  SpawnOptions o;
-  o.env["THESEUS_TRANSPORT"] = "socket";
-  o.env["NCCL_NET"] = "Socket";
-  o.env["NCCL_NET_PLUGIN"] = THESEUS_NET_SOCKET_PLUGIN;
   const std::string log = "/tmp/theseus-netplugin-off-" + std::to_string(getpid());
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
-  o.env["NCCL_DEBUG_FILE"] = log + ".%p";
-  o.args = {"", log};
+  SpawnOptions o = pluginLoopback(THESEUS_NET_SOCKET_PLUGIN, log, "INIT,NET");
+  o.env["NCCL_NET"] = "Socket";
   auto r = runRanks("net_plugin_not_chosen", 2, o);
   EXPECT_TRUE(r.allOk()) << r.describe();
   run("rm -f " + log + ".*");

@@ -109,12 +109,7 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
         // As the host engine: a failed peer ends the wait at once only while the plan still waits
         // on it (the peers of its unfinished steps), otherwise after a second without progress.
         const dev::Plan& d = lowered[l].plan;
-        waitedPeers.clear();
-        for (uint32_t s = 0; s < d.nsteps; ++s) {
-          if (d.state[s].finishedRounds == d.rounds) continue;
-          if (d.steps[s].inConn >= 0) waitedPeers.push_back(d.steps[s].recvPeer);
-          if (d.steps[s].outConn >= 0) waitedPeers.push_back(d.steps[s].sendPeer);
-        }
+        unfinishedStepPeers(d.steps, d.state, d.nsteps, d.rounds, &waitedPeers);
         if (Status h = lane.health(LaneWait{&waitedPeers, now - lastProgressNs > 1000000000}); !h.isOk()) {
           // The peer may have finished its part and died after the last pass: it counts only
           // if one more pass over the lanes moves nothing.
