@@ -232,10 +232,10 @@ void noteFieldsWithoutEffect(const ncclConfig_t& c) {
                "children never share the parent's resources (they always get their own)");
   noteNoEffect(c.trafficClass != kUndef, "trafficClass", "the socket and shared-memory transports set no traffic class");
   noteNoEffect(c.graphUsageMode != kUndef || kEnvGraphMixing.isSet(), "graphUsageMode (NCCL_GRAPH_MIXING_SUPPORT)",
-               "the CUDA executor refuses stream capture, so there are no graphs to plan for");
+               "captured and eager operations always mix on one communicator (the FIFOs' counters live in the FIFOs)");
   noteNoEffect(c.graphStreamOrdering != kUndef || kEnvGraphOrdering.isSet(),
                "graphStreamOrdering (NCCL_GRAPH_STREAM_ORDERING)",
-               "the CUDA executor refuses stream capture, so there are no graphs to order");
+               "a captured operation is ordered by its stream within the graph, as an eager one is");
   noteNoEffect(c.numRmaCtx != kUndef || kEnvNumRmaCtx.isSet(), "numRmaCtx (NCCL_NUM_RMA_CTX)",
                "one-sided operations (ncclPutSignal, ...) are not available");
   noteNoEffect(c.maxP2pPeers != kUndef || kEnvP2pMaxPeers.isSet(), "maxP2pPeers (NCCL_P2P_MAX_PEERS)",

@@ -156,6 +156,14 @@ void Engine::Observer::planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs
 
 void Engine::Observer::planWaiting(const exec::Plan& p, const std::string& waits) { e->flight_.waiting(p.traceId, waits); }
 
+// A collective captured into a CUDA graph keeps its schedule for every replay: the decision log
+// says which, under which table (p2p plans have no schedule choice; every rank logs the same line).
+void Engine::Observer::planCaptured(const exec::Plan& p) {
+  if (p.tag == exec::kP2pTag || !e->epochs_) return;
+  e->epochs_->decisionLog().record(
+      p.seq, epoch::DecisionLog::formatCaptured(e->tableVersion_, p.opName, p.scheduleName, p.bytes));
+}
+
 Status Engine::registerBuffer(void* buff, size_t size, void** handle) {
   TH_CHECK(registrations_.registerBuffer(buff, size, handle));
   const device::CudaDriver* cuda = device::CudaDriver::get();

@@ -111,6 +111,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
     void planStarted(const exec::Plan& p, uint64_t startNs) override;
     void planDone(const exec::Plan& p, uint64_t ns, uint64_t endNs) override;
     void planWaiting(const exec::Plan& p, const std::string& waits) override;
+    void planCaptured(const exec::Plan& p) override;
     Engine* e;
   };
   Observer observer_{this};

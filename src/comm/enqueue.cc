@@ -24,8 +24,9 @@ namespace {
 // driver pay one cheap check per group), and what only that tells: a device
 // buffer of another device than the communicator's, a stream of another
 // context, and a group that mixes device buffers with pageable host memory (no
-// kernel can reach that memory; NCCL would fault). Each is refused before
-// anything runs.
+// kernel can reach that memory; NCCL would fault), and a group of host-memory
+// operations being captured into a CUDA graph (they would run now, not on
+// replay). Each is refused before anything runs.
 Status classifyMemory(std::vector<CommOps>& work) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) return Status::ok();  // no device memory can exist
@@ -62,6 +63,16 @@ Status classifyMemory(std::vector<CommOps>& work) {
         return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
                             static_cast<void*>(op.stream));
     }
+  }
+  if (onDevice == nullptr) {
+    // Host-memory operations run on the CPU when called; a graph replay could not repeat them.
+    for (auto& w : work)
+      for (auto& op : w.ops)
+        if (op.stream != nullptr && cuda->isCapturing(op.stream))
+          return invalidUsage("an operation on host memory (buffer %p) is being captured into a CUDA graph: "
+                              "host-memory operations run on the CPU when called, so a replay could not repeat "
+                              "them; capture operations on device buffers (THESEUS_DEVICE_EXECUTOR=cuda)",
+                              op.sendbuff != nullptr ? op.sendbuff : op.recvbuff);
   }
   if (onDevice != nullptr && pageable != nullptr)
     return invalidUsage("a group mixes device buffers and pageable host memory (one operation's buffer at %p): device "

@@ -81,6 +81,12 @@ std::string DecisionLog::formatBody(uint64_t version, const std::string& reason,
   return text.substr(1);  // without the opening brace
 }
 
+std::string DecisionLog::formatCaptured(uint64_t version, const char* collective, const char* schedule, size_t bytes) {
+  nlohmann::json body = {
+      {"captured", {{"collective", collective}, {"schedule", schedule}, {"bytes", bytes}, {"version", version}}}};
+  return body.dump().substr(1);  // without the opening brace, as formatBody
+}
+
 void DecisionLog::record(uint64_t seq, std::shared_ptr<const std::string> body) {
   std::lock_guard<std::mutex> lock(mu_);
   queued_.push_back(Queued{seq, std::move(body)});

@@ -7,7 +7,9 @@
 //   {"comm":"<hash>","seq":E,"version":v,"reason":"...","table":[
 //     {"collective":"allreduce","min":0,"max":32768,"schedule":"ring","params":"order=0,2,1,3","slice":0},...]}
 // with "nics":[{"rank":r,"move":"other_nic"|"any","why":"..."}] when the table moves ranks' traffic
-// off their NIC port (policy::NicChoice).
+// off their NIC port (policy::NicChoice). A collective captured into a CUDA graph adds a line of its own:
+//   {"comm":"<hash>","seq":S,"captured":{"collective":"allreduce","schedule":"ring","bytes":N,"version":v}}
+// — every replay of the graph runs that schedule, whatever tables take effect later (docs/epochs.md).
 // The body (everything but "seq") is formatted when the table is prepared, and
 // installing it at its collective only queues (seq, body) — no formatting, no
 // I/O on the application's thread: the epoch thread writes queued lines to the
@@ -43,6 +45,8 @@ class DecisionLog {
 
   // The line without its "seq" (see above).
   static std::string formatBody(uint64_t version, const std::string& reason, const policy::DecisionTable& table);
+  // The line (without "seq") of a collective captured into a CUDA graph under table `version`.
+  static std::string formatCaptured(uint64_t version, const char* collective, const char* schedule, size_t bytes);
   // Appends the line of a table that took effect at collective `seq` (queued; cheap).
   void record(uint64_t seq, std::shared_ptr<const std::string> body);
   void record(uint64_t seq, std::string body) { record(seq, std::make_shared<const std::string>(std::move(body))); }

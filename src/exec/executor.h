@@ -49,6 +49,9 @@ class PlanObserver {
   // The plan has been idle for 100 ms (then every 100 ms): what it waits for
   // ("step 2 (recv) round 3/8 waits for data from rank 1").
   virtual void planWaiting(const Plan& plan, const std::string& waits) = 0;
+  // The plan was captured into a CUDA graph, not run: every replay of the graph runs it as
+  // captured (its schedule included). Its planDone follows at once, with a duration of 0.
+  virtual void planCaptured(const Plan& plan) { (void)plan; }
 
  protected:
   ~PlanObserver() = default;
@@ -105,10 +108,13 @@ Executor& hostExecutor();
 // no executor serves them (device memory without a usable CUDA driver).
 Result<Executor*> executorFor(device::MemoryKindMask kinds);
 
-// For executors whose primitives reach host memory: fails when a lane has
-// memory outside `accessible`, and reads the deferred PreMulSum scalars that
-// live in host-accessible memory (the others must be read by the executor).
-Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor);
+// Fails when a lane has memory outside `accessible`. Deferred PreMulSum
+// scalars: an executor that reads them itself when each plan starts (the CUDA
+// executor: every replay of a captured plan reads the scalar afresh) gets those
+// in device and pinned memory untouched; the others are read here, and a
+// scalar in memory the host cannot read is then an error.
+Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor,
+                    bool executorReadsScalars = false);
 
 // hostExecutor().run(): the lanes' plans are host memory (tests, tools).
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options = {});

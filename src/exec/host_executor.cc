@@ -26,7 +26,8 @@ constinit HostExecutor gHostExecutor;  // constant-initialised: no guard on the 
 
 }  // namespace
 
-Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor) {
+Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible, const char* executor,
+                    bool executorReadsScalars) {
   for (Lane& lane : lanes) {
     if (lane.memory & ~accessible)
       return invalidUsage("a buffer is device memory, which the %s executor cannot access", executor);
@@ -34,6 +35,7 @@ Status prepareLanes(std::vector<Lane>& lanes, device::MemoryKindMask accessible,
     for (Plan* p : lane.plans) {
       Reduction& r = p->reduction;
       if (r.scalarSource == nullptr) continue;
+      if (executorReadsScalars && r.scalarMemory != device::MemoryKind::kHost) continue;  // device or pinned
       if (!device::hostAccessible(r.scalarMemory))
         return invalidUsage("%s: the PreMulSum scalar is in device memory, which the %s executor cannot read",
                             p->describe().c_str(), executor);

@@ -90,8 +90,9 @@ Status StagingExecutor::waitForStreams(std::vector<Lane>& lanes) const {
           streams.push_back(b.stream);
   for (cudaStream_t s : streams)
     if (memory_.capturing(s))
-      return invalidUsage("operations on device buffers cannot be captured into a CUDA graph yet: Theseus runs "
-                          "them through host memory (synchronously)");
+      return invalidUsage("this group takes the staging path (device buffers copied through host memory when "
+                          "called), which cannot be captured into a CUDA graph: only the CUDA executor "
+                          "(THESEUS_DEVICE_EXECUTOR=cuda; device or pinned buffers) captures operations");
   for (cudaStream_t s : streams) TH_CHECK(memory_.synchronize(s).withContext("waiting for the operation's stream"));
   return Status::ok();
 }

@@ -20,6 +20,17 @@
 // memory and are read without synchronising) and fails that call, naming the
 // plan; stream synchronisation is the application's, as with NCCL.
 //
+// CUDA graphs. A group on streams being captured is lowered and launched as
+// usual, but into images of its own that the graph owns (a user object,
+// freed once the graph and its executables are destroyed), with the plans'
+// pristine headers beside them: every replay restarts the plans from those
+// (restartPlan) and so runs exactly what was captured — the schedule the
+// decision table gave that seq on every rank — while the FIFO counters carry
+// on in the FIFOs, so replays and eager groups mix on one communicator. A
+// replay's failure is kept in its lane result and reported at a later group.
+// The executor relaxes this thread's capture mode while it runs (it queries
+// events and allocates, which stricter modes forbid during a capture).
+//
 // Enabled with THESEUS_DEVICE_EXECUTOR=cuda (it has not run on hardware yet;
 // scripts/gpu-check.sh exercises it). Only this file and cuda_kernel.cu touch
 // the CUDA runtime.
@@ -96,19 +107,88 @@ class PinnedChunk {
   size_t used_ = 0;
 };
 
-// One run()'s images, reusable once `done` completed.
+// One run()'s images, reusable once its events completed.
 struct Slot {
   PinnedChunk memory;
-  std::vector<cudaEvent_t> events;  // one per stream used
+  std::vector<cudaEvent_t> events;  // created as needed and kept: a warm slot creates none
+  size_t eventsUsed = 0;            // one per stream of the run
   std::vector<std::pair<const Plan*, dev::LaneResult*>> results;  // (first plan of the lane, its result)
   std::vector<std::vector<const Plan*>> lanePlans;
+  size_t lanes = 0;
   bool busy = false;
+};
+
+// One captured group: the images its CUDA graph replays, owned by the graph
+// (a user object the graph retains) and freed once the graph and every
+// executable made from it are destroyed. Its lanes' results are checked at
+// every later run(): a replay that failed fails the communicator.
+struct Captured {
+  PinnedChunk memory;
+  struct LaneEntry {
+    const AbortFlag* comm = nullptr;
+    dev::LaneResult* result = nullptr;
+    std::vector<std::string> plans;  // describe() of each plan, for errors (the Plan objects are reused)
+    int rank = -1;
+    bool reported = false;
+  };
+  std::vector<LaneEntry> lanes;
+};
+
+// Graphs are destroyed on threads of their own; CUDA calls the user object's
+// destructor there, where no CUDA call is allowed, so it only hands the images
+// back, and the next run() frees them.
+std::mutex& retiredMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<Captured*>& retired() {
+  static std::vector<Captured*> list;
+  return list;
+}
+void retireCaptured(void* captured) {
+  std::lock_guard<std::mutex> lock(retiredMutex());
+  retired().push_back(static_cast<Captured*>(captured));
+}
+
+// While the executor runs, this thread's capture mode is relaxed: it queries
+// events, allocates and registers memory, which a capture in global or
+// thread-local mode forbids (the call would fail and invalidate the capture).
+// None of these calls is stream work, so none of them becomes part of a graph.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
 // Per communicator (identified by its abort flag): its pinned abort word and a failure seen later.
 struct CommState {
   uint32_t* abortWord = nullptr;
   Status failure;
+};
+
+// The error of a lane that stopped with `state` (LaneResult) in `what`.
+Status laneFailure(uint32_t state, const std::string& what, int rank) {
+  switch (state) {
+    case 3:
+      return remoteError("%s: rank %d: the communicator was aborted", what.c_str(), rank);
+    case 4:
+      return remoteError("%s: rank %d made no progress on the GPU for the stall timeout", what.c_str(), rank);
+    default:
+      return remoteError("%s: rank %d: the device interpreter stopped (state %u); see the peers' errors", what.c_str(),
+                         rank, state);
+  }
+}
+
+// Whether a group is being captured into a CUDA graph, and into which.
+struct CaptureOf {
+  bool capturing = false;
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
 };
 
 class CudaExecutor final : public Executor {
@@ -124,30 +204,34 @@ class CudaExecutor final : public Executor {
   Status collect(Slot& slot, bool wait);
   Result<CommState*> commOf(const Plan& p);
   Result<Slot*> freeSlot();
+  Result<CaptureOf> captureOf(std::vector<Lane>& lanes);
+  void checkReplays();
+  Status lower(std::vector<Lane>& lanes, size_t* imageBytes);
+  Status launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs, Slot* slot,
+                Captured* captured);
+  Status adoptCapture(Captured* captured, const CaptureOf& capture);
 
   std::mutex mu_;  // groups may be run from several threads
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t next_ = 0;
   std::map<const AbortFlag*, CommState> comms_;
+  std::vector<Captured*> captured_;                // live graphs' images
+  std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
 };
 
 // Reads a finished slot's results; a failure is recorded for its communicator.
 Status CudaExecutor::collect(Slot& slot, bool wait) {
   if (!slot.busy) return Status::ok();
-  for (cudaEvent_t e : slot.events) {
-    cudaError_t q = wait ? cudaEventSynchronize(e) : cudaEventQuery(e);
+  for (size_t i = 0; i < slot.eventsUsed; ++i) {
+    cudaError_t q = wait ? cudaEventSynchronize(slot.events[i]) : cudaEventQuery(slot.events[i]);
     if (q == cudaErrorNotReady) return Status(ncclInProgress, "");
     TH_CHECK(cudaCheck(q, "waiting for an earlier group's kernels"));
   }
-  for (size_t l = 0; l < slot.results.size(); ++l) {
+  for (size_t l = 0; l < slot.lanes; ++l) {
     const dev::LaneResult& r = *slot.results[l].second;
     if (r.state == 1) continue;
     const Plan& p = *slot.lanePlans[l][std::min<size_t>(r.failedPlan, slot.lanePlans[l].size() - 1)];
-    Status s = r.state == 3   ? remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank)
-               : r.state == 4 ? remoteError("%s: rank %d made no progress on the GPU for the stall timeout",
-                                            p.describe().c_str(), p.rank)
-                              : remoteError("%s: rank %d: the device interpreter stopped (state %u); see the peers' "
-                                            "errors", p.describe().c_str(), p.rank, r.state);
+    Status s = laneFailure(r.state, p.describe(), p.rank);
     if (p.abort != nullptr) {
       auto it = comms_.find(p.abort);
       if (it != comms_.end() && it->second.failure.isOk()) it->second.failure = s;
@@ -155,6 +239,31 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
   }
   slot.busy = false;
   return Status::ok();
+}
+
+// Frees the images of graphs destroyed since the last run() and records the
+// failures of replays (read without synchronising: a replay still running
+// shows state 0).
+void CudaExecutor::checkReplays() {
+  std::vector<Captured*> gone;
+  {
+    std::lock_guard<std::mutex> lock(retiredMutex());
+    gone.swap(retired());
+  }
+  for (Captured* c : gone) {
+    captured_.erase(std::remove(captured_.begin(), captured_.end(), c), captured_.end());
+    delete c;
+  }
+  for (Captured* c : captured_)
+    for (Captured::LaneEntry& e : c->lanes) {
+      uint32_t state = dev::loadAcquire(&e.result->state);
+      if (e.reported || state < 2) continue;
+      e.reported = true;
+      const std::string& what = e.plans[std::min<size_t>(e.result->failedPlan, e.plans.size() - 1)];
+      Status failure = laneFailure(state, what + " (replayed from a CUDA graph)", e.rank);
+      CommState& cs = comms_[e.comm];
+      if (cs.failure.isOk()) cs.failure = failure;
+    }
 }
 
 Result<CommState*> CudaExecutor::commOf(const Plan& p) {
@@ -182,57 +291,83 @@ Result<Slot*> CudaExecutor::freeSlot() {
   return &s;
 }
 
-Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
-  TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds | device::maskOf(device::MemoryKind::kDevice), name()));
-  for (auto& s : slots_) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
-  for (Lane& lane : lanes)
+// Every plan's stream, one per communicator and group; all of them captured
+// into one CUDA graph, or none. A capture fixes what the graph replays: the
+// plans lowered now, with the schedule the decision table gives this seq on
+// every rank.
+Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes) {
+  CaptureOf out;
+  bool first = true;
+  for (Lane& lane : lanes) {
+    if (lane.plans.empty()) continue;
     for (Plan* p : lane.plans) {
       TH_ASSIGN(CommState * c, commOf(*p));
       if (!c->failure.isOk()) return c->failure;
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      TH_CHECK(cudaCheck(cudaStreamIsCapturing(p->stream, &capture), "cudaStreamIsCapturing"));
-      if (capture != cudaStreamCaptureStatusNone)
-        return invalidUsage("%s: capturing Theseus operations into a CUDA graph is not supported yet (a replay would "
-                            "reuse one launch's plan images and run state)", p->describe().c_str());
       if (p->stream != lane.plans.front()->stream)
         return invalidUsage("%s: one communicator's operations in a group use different streams; the CUDA executor "
                             "needs one stream per communicator and group", p->describe().c_str());
     }
+    const Plan& p = *lane.plans.front();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    cudaGraph_t graph = nullptr;
+    TH_CHECK(cudaCheck(cudaStreamGetCaptureInfo(p.stream, &status, &id, &graph), "cudaStreamGetCaptureInfo"));
+    if (status == cudaStreamCaptureStatusInvalidated)
+      return invalidUsage("%s: the stream's capture into a CUDA graph was invalidated before this call (an earlier "
+                          "call in the capture failed); end the capture and start again",
+                          p.describe().c_str());
+    const bool capturing = status == cudaStreamCaptureStatusActive;
+    if (first) {
+      out = CaptureOf{capturing, id, graph};
+      first = false;
+    } else if (capturing != out.capturing || (capturing && id != out.id)) {
+      return invalidUsage("%s: a group mixes operations being captured into a CUDA graph with operations that are "
+                          "not, or captures into two graphs; capture all of a group's streams into one graph, or "
+                          "none", p.describe().c_str());
+    }
+  }
+  if (out.capturing)
+    for (Lane& lane : lanes)
+      for (Plan* p : lane.plans)
+        if (p->reduction.scalarSource != nullptr && p->reduction.scalarMemory == device::MemoryKind::kHost)
+          return invalidUsage("%s: the PreMulSum scalar (ncclScalarDevice) is in pageable host memory, which a "
+                              "CUDA graph's replays cannot read; put it in device or pinned host memory",
+                              p->describe().c_str());
+  return out;
+}
 
-  TH_ASSIGN(Slot * slot, freeSlot());
-  // Images: lowered plans copied into the slot's pinned memory.
+// Lowers every lane's plans (reusing the previous run's storage) and sizes their images.
+Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   size_t bytes = 4096;
-  std::vector<std::vector<dev::LoweredPlan>> byLane(lanes.size());
+  if (lowered_.size() < lanes.size()) lowered_.resize(lanes.size());
   for (size_t l = 0; l < lanes.size(); ++l) {
-    for (Plan* p : lanes[l].plans) {
-      byLane[l].emplace_back();
-      TH_CHECK(dev::lowerForDevice(*p, &byLane[l].back()));
-      const dev::LoweredPlan& lp = byLane[l].back();
-      bytes += sizeof(dev::Plan) + 16 * 6 + lp.steps.size() * sizeof(dev::Step) +
+    if (lowered_[l].size() < lanes[l].plans.size()) lowered_[l].resize(lanes[l].plans.size());
+    for (size_t i = 0; i < lanes[l].plans.size(); ++i) {
+      const Plan& p = *lanes[l].plans[i];
+      dev::LoweredPlan& lp = lowered_[l][i];
+      TH_CHECK(dev::lowerForDevice(p, &lp));
+      // The image, plus the pristine header a replayable launch restarts from.
+      bytes += 2 * sizeof(dev::Plan) + 16 * 6 + lp.steps.size() * sizeof(dev::Step) +
                lp.preds.size() * sizeof(uint32_t) + lp.conns.size() * sizeof(dev::Conn) +
                lp.state.size() * sizeof(dev::StepState) + lp.cursors.size() * sizeof(dev::Cursor);
+      for (const PlanConn& c : p.conns) {
+        TH_ASSIGN(transport::DeviceFifo f, p.transports->deviceFifo(c.peer, c.channel, c.isSend));
+        TH_CHECK(registerForDevice(f.segmentBase, f.segmentBytes));
+      }
     }
     bytes += sizeof(dev::LaneLaunch) + sizeof(dev::LaneResult) + 64;
   }
-  for (size_t l = 0; l < lanes.size(); ++l)
-    for (Plan* p : lanes[l].plans)
-      for (const PlanConn& c : p->conns) {
-        TH_ASSIGN(transport::DeviceFifo f, p->transports->deviceFifo(c.peer, c.channel, c.isSend));
-        TH_CHECK(registerForDevice(f.segmentBase, f.segmentBytes));
-      }
-  TH_CHECK(slot->memory.reserve(bytes));
-  slot->memory.reset();
-  slot->results.clear();
-  slot->lanePlans.clear();
-  for (cudaEvent_t e : slot->events) (void)cudaEventDestroy(e);
-  slot->events.clear();
+  *imageBytes = bytes;
+  return Status::ok();
+}
 
-  // Lanes that share a stream go into one launch (their blocks run side by side).
-  const uint64_t stallNs =
-      static_cast<uint64_t>(std::max<int64_t>(0, options.stallTimeoutMs != 0 ? options.stallTimeoutMs
-                                                                             : configuredStallTimeoutMs())) *
-      1000000;
+// Copies the lowered plans into `memory` and launches one kernel per stream
+// (lanes that share a stream share a launch, their blocks side by side). A
+// replayable launch also gets the plans' pristine headers. Eager launches
+// record the slot's events after their kernels; captured ones record nothing.
+Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs,
+                            Slot* slot, Captured* captured) {
+  auto take = [&memory](size_t bytes, size_t align) { return PinnedChunk::allocate(&memory, bytes, align); };
   std::vector<std::pair<cudaStream_t, std::vector<size_t>>> groups;
   for (size_t l = 0; l < lanes.size(); ++l) {
     cudaStream_t s = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front()->stream;
@@ -240,44 +375,115 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
     if (it == groups.end()) groups.push_back({s, {l}});
     else it->second.push_back(l);
   }
+  if (slot != nullptr) {
+    slot->lanes = 0;
+    slot->eventsUsed = 0;
+    if (slot->results.size() < lanes.size()) slot->results.resize(lanes.size());
+    if (slot->lanePlans.size() < lanes.size()) slot->lanePlans.resize(lanes.size());
+  }
   for (const auto& [stream, members] : groups) {
-    auto* launches = static_cast<dev::LaneLaunch*>(
-        PinnedChunk::allocate(&slot->memory, members.size() * sizeof(dev::LaneLaunch), alignof(dev::LaneLaunch)));
+    auto* launches = static_cast<dev::LaneLaunch*>(take(members.size() * sizeof(dev::LaneLaunch),
+                                                        alignof(dev::LaneLaunch)));
     if (launches == nullptr) return internalError("CUDA executor: image memory exhausted");
     for (size_t k = 0; k < members.size(); ++k) {
-      size_t l = members[k];
-      auto* plans = static_cast<dev::Plan*>(
-          PinnedChunk::allocate(&slot->memory, byLane[l].size() * sizeof(dev::Plan), alignof(dev::Plan)));
-      auto* result = static_cast<dev::LaneResult*>(
-          PinnedChunk::allocate(&slot->memory, sizeof(dev::LaneResult), alignof(dev::LaneResult)));
-      if ((plans == nullptr && !byLane[l].empty()) || result == nullptr)
+      const size_t l = members[k];
+      const size_t nplans = lanes[l].plans.size();
+      auto* plans = static_cast<dev::Plan*>(take(nplans * sizeof(dev::Plan), alignof(dev::Plan)));
+      auto* pristine =
+          replayable ? static_cast<dev::Plan*>(take(nplans * sizeof(dev::Plan), alignof(dev::Plan))) : nullptr;
+      auto* result = static_cast<dev::LaneResult*>(take(sizeof(dev::LaneResult), alignof(dev::LaneResult)));
+      if ((nplans > 0 && (plans == nullptr || (replayable && pristine == nullptr))) || result == nullptr)
         return internalError("CUDA executor: image memory exhausted");
-      for (size_t i = 0; i < byLane[l].size(); ++i) {
-        dev::Plan* image = dev::copyImage(byLane[l][i], &PinnedChunk::allocate, &slot->memory);
+      for (size_t i = 0; i < nplans; ++i) {
+        dev::Plan* image = dev::copyImage(lowered_[l][i], &PinnedChunk::allocate, &memory);
         if (image == nullptr) return internalError("CUDA executor: image memory exhausted");
         plans[i] = *image;  // the lane's plans are contiguous
+        if (replayable) pristine[i] = *image;
       }
       *result = dev::LaneResult{};
-      const Plan* first = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front();
-      launches[k] = dev::LaneLaunch{plans, static_cast<uint32_t>(byLane[l].size()),
+      const Plan* first = nplans == 0 ? nullptr : lanes[l].plans.front();
+      launches[k] = dev::LaneLaunch{plans, pristine, static_cast<uint32_t>(nplans),
                                     first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr,
                                     stallNs, result};
-      slot->results.push_back({first, result});
-      slot->lanePlans.emplace_back(lanes[l].plans.begin(), lanes[l].plans.end());
+      if (slot != nullptr) {
+        slot->results[slot->lanes] = {first, result};
+        slot->lanePlans[slot->lanes++].assign(lanes[l].plans.begin(), lanes[l].plans.end());
+      }
+      if (captured != nullptr && first != nullptr) {
+        Captured::LaneEntry e;
+        e.comm = first->abort;
+        e.result = result;
+        e.rank = first->rank;
+        for (const Plan* p : lanes[l].plans) e.plans.push_back(p->describe());
+        captured->lanes.push_back(std::move(e));
+      }
     }
     static const uint32_t threads = 512;
     int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), threads, stream);
     TH_CHECK(cudaCheck(static_cast<cudaError_t>(rc), "launching the Theseus kernel"));
-    cudaEvent_t done;
-    TH_CHECK(cudaCheck(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
-    TH_CHECK(cudaCheck(cudaEventRecord(done, stream), "cudaEventRecord"));
-    slot->events.push_back(done);
+    if (slot == nullptr) continue;
+    if (slot->eventsUsed == slot->events.size()) {
+      cudaEvent_t e;
+      TH_CHECK(cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+      slot->events.push_back(e);
+    }
+    TH_CHECK(cudaCheck(cudaEventRecord(slot->events[slot->eventsUsed], stream), "cudaEventRecord"));
+    ++slot->eventsUsed;
   }
-  slot->busy = true;
-  // Telemetry sees the plans as queued (their duration is the GPU's, not known here).
+  return Status::ok();
+}
+
+// Hands a captured group's images to its graph: a user object the graph
+// retains, whose destructor (retireCaptured) runs when the graph and its
+// executables are gone.
+Status CudaExecutor::adoptCapture(Captured* captured, const CaptureOf& capture) {
+  cudaUserObject_t object;
+  TH_CHECK(cudaCheck(cudaUserObjectCreate(&object, captured, retireCaptured, 1, cudaUserObjectNoDestructorSync),
+                     "cudaUserObjectCreate"));
+  TH_CHECK(cudaCheck(cudaGraphRetainUserObject(capture.graph, object, 1, cudaGraphUserObjectMove),
+                     "cudaGraphRetainUserObject"));
+  captured_.push_back(captured);
+  return Status::ok();
+}
+
+Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RelaxedCaptureMode relaxed;
+  for (auto& s : slots_) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
+  checkReplays();
+  TH_ASSIGN(CaptureOf capture, captureOf(lanes));  // before prepareLanes reads any scalar
+  TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds | device::maskOf(device::MemoryKind::kDevice), name(),
+                        /*executorReadsScalars=*/true));
+  size_t bytes = 0;
+  TH_CHECK(lower(lanes, &bytes));
+  const uint64_t stallNs =
+      static_cast<uint64_t>(std::max<int64_t>(0, options.stallTimeoutMs != 0 ? options.stallTimeoutMs
+                                                                             : configuredStallTimeoutMs())) *
+      1000000;
+  if (capture.capturing) {
+    // Images of their own, kept as long as the graph (which owns them before the first kernel
+    // is captured): every replay restarts them.
+    auto captured = std::make_unique<Captured>();
+    TH_CHECK(captured->memory.reserve(bytes));
+    TH_CHECK(adoptCapture(captured.get(), capture));
+    Captured* c = captured.release();
+    TH_CHECK(launch(lanes, c->memory, /*replayable=*/true, stallNs, nullptr, c));
+  } else {
+    TH_ASSIGN(Slot * slot, freeSlot());
+    TH_CHECK(slot->memory.reserve(bytes));
+    slot->memory.reset();
+    Status launched = launch(lanes, slot->memory, /*replayable=*/false, stallNs, slot, nullptr);
+    slot->busy = slot->eventsUsed > 0;  // kernels already queued keep their images
+    TH_CHECK(launched);
+  }
+  // Telemetry sees the plans as queued or captured (their duration is the GPU's, not known here).
+  const uint64_t now = nowNs();
   for (Lane& lane : lanes)
     if (lane.observer)
-      for (Plan* p : lane.plans) lane.observer->planDone(*p, 0, nowNs());
+      for (Plan* p : lane.plans) {
+        if (capture.capturing) lane.observer->planCaptured(*p);
+        lane.observer->planDone(*p, 0, now);
+      }
   return Status::ok();
 }
 

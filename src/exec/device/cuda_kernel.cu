@@ -2,7 +2,8 @@
 // one thread block per lane. The leader (thread 0) decides, every thread
 // moves its share of the elements, __syncthreads() separates the phases, and
 // the decisions reach the other threads through shared memory. Idle blocks
-// poll the abort word and a stall clock (%globaltimer) between passes.
+// poll the abort word and a stall clock (%globaltimer) between passes. A
+// launch captured into a CUDA graph restarts its plans on every replay.
 #include "exec/device/cuda_launch.h"
 #include "exec/device/interpreter.h"
 
@@ -35,8 +36,16 @@ __device__ inline uint64_t globalTimerNs() {
 __global__ void runLanesKernel(LaneLaunch* lanes) {
   LaneLaunch& lane = lanes[blockIdx.x];
   BlockTeam team;
+  if (lane.pristine != nullptr) {  // a replay: a failure of an earlier one stays, and stops this one
+    uint32_t before = 0;
+    if (team.leader()) before = loadAcquire(&lane.result->state);
+    before = team.share(before);
+    if (before >= 2) return;
+    if (team.leader()) storeRelease(&lane.result->state, 0u);
+  }
   for (uint32_t i = 0; i < lane.nplans; ++i) {
     Plan& p = lane.plans[i];
+    if (lane.pristine != nullptr) restartPlan(p, lane.pristine[i], team);
     uint64_t idleSince = 0;
     for (;;) {
       Poll r = pollPlan(p, team);

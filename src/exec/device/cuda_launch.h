@@ -10,7 +10,9 @@
 
 namespace theseus::exec::dev {
 
-// What a lane's block writes when it stops.
+// What a lane's block writes when it stops. A replayed (captured) launch
+// keeps a failure: later replays of the lane do nothing until the host has
+// reported it (the FIFOs' state after a failure is unknown).
 struct LaneResult {
   uint32_t state = 0;       // 0 running, 1 done, 2 failed, 3 aborted, 4 stalled
   uint32_t failedPlan = 0;  // index of the plan that failed
@@ -19,6 +21,10 @@ struct LaneResult {
 // One thread block's work: a lane of plans run in order.
 struct LaneLaunch {
   Plan* plans = nullptr;
+  // Replayable launches (captured into a CUDA graph): the plans' headers as
+  // lowered, from which every replay restarts them (restartPlan); null for a
+  // launch that runs once.
+  const Plan* pristine = nullptr;
   uint32_t nplans = 0;
   const uint32_t* abortWord = nullptr;  // non-zero: stop (ncclCommAbort)
   uint64_t stallNs = 0;                 // no progress for this long: stop with state 4 (0: never)

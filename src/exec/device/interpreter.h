@@ -363,4 +363,24 @@ TH_HD Poll pollPlan(Plan& p, Team& team) {
   return Poll::kDone;
 }
 
+// Replays (CUDA graphs). A plan image runs once per launch, but a captured
+// launch is replayed many times from the same image, and a run leaves its
+// marks in it: run state and cursors advance, a device-resident scalar is
+// resolved into `red`, the average's `divideDst` is cleared, `remaining`
+// counts down. restartPlan puts the image back as the lowering made it — the
+// header from `pristine` (a copy of it taken before any run), run state and
+// cursors zeroed (their lowered values) — so every replay starts afresh, and
+// re-reads a device scalar that the stream may have changed since. The FIFO
+// counters are not touched: they live in the FIFOs and carry on from whatever
+// ran before, as for any launch. The leader writes; the team meets after.
+template <class Team>
+TH_HD void restartPlan(Plan& p, const Plan& pristine, Team& team) {
+  if (team.leader()) {
+    p = pristine;
+    for (uint32_t s = 0; s < p.nsteps; ++s) p.state[s] = StepState{};
+    for (uint32_t c = 0; c < p.nconns; ++c) p.cursors[c] = Cursor{};
+  }
+  team.sync();
+}
+
 }  // namespace theseus::exec::dev

@@ -43,13 +43,20 @@ TEST(DecisionLog, LinesAreJsonWithTheCollectiveAndTheTable) {
   EXPECT_TRUE(log.path().empty());
   log.record(0, epoch::DecisionLog::formatBody(1, "initial", sampleTable()));
   log.record(128, epoch::DecisionLog::formatBody(2, "policy 'x': \"quoted\"", sampleTable()));
+  log.record(130, epoch::DecisionLog::formatCaptured(2, "allreduce", "ring", 4096));  // captured into a CUDA graph
   std::string text = log.text();
   std::istringstream in(text);
   std::string line;
   std::vector<nlohmann::json> lines;
   while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(log.lines(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(log.lines(), 3u);
+  EXPECT_EQ(lines[2]["seq"], 130);
+  EXPECT_EQ(lines[2]["comm"], "0000000000abcdef");
+  EXPECT_EQ(lines[2]["captured"]["collective"], "allreduce");
+  EXPECT_EQ(lines[2]["captured"]["schedule"], "ring");
+  EXPECT_EQ(lines[2]["captured"]["bytes"], 4096);
+  EXPECT_EQ(lines[2]["captured"]["version"], 2);
   EXPECT_EQ(lines[1]["seq"], 128);
   EXPECT_EQ(lines[1]["version"], 2);
   EXPECT_EQ(lines[1]["comm"], "0000000000abcdef");

@@ -112,7 +112,11 @@ struct RankRun {
 };
 
 // Allreduce of `count` floats over `n` ranks with built-in `name`, each rank a team of `threads`.
-void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const Reduction& red, size_t slice) {
+// `replays` > 1 runs the same device plans again and again as a CUDA graph replays its launch:
+// each replay restarts them from a copy taken before the first (restartPlan), with new inputs and,
+// when `deviceScalar` is the reduction's deferred scalar, a new scalar the plans must read afresh.
+void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const Reduction& red, size_t slice,
+                  int replays = 1, float* deviceScalar = nullptr) {
   FifoWorld world(n, 4, slice);
   schedule::GenerateRequest req;
   req.collective = Collective::kAllReduce;
@@ -147,36 +151,45 @@ void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const
     rr.plan.reduction = red;
     ASSERT_TRUE(dev::lowerForDevice(rr.plan, &rr.lowered).isOk());
   }
-  std::vector<std::thread> pool;
+  std::vector<dev::Plan> pristine(n);
+  for (int r = 0; r < n; ++r) pristine[r] = runs[r].lowered.plan;
   std::vector<std::unique_ptr<std::barrier<>>> barriers;
   std::vector<std::vector<char>> boards(n, std::vector<char>(sizeof(dev::detail::Action) + 64));
   for (int r = 0; r < n; ++r) barriers.push_back(std::make_unique<std::barrier<>>(threads));
-  std::atomic<int> failures{0};
-  for (int r = 0; r < n; ++r) {
-    for (uint32_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, r, t] {
-        ThreadTeam team{t, threads, barriers[r].get(), &boards[r]};
-        for (long spins = 0; spins < 200000000; ++spins) {
-          dev::Poll p = dev::pollPlan(runs[r].lowered.plan, team);
-          if (p == dev::Poll::kDone) return;
-          if (p == dev::Poll::kFailed) {
-            failures.fetch_add(1);
-            return;
+  for (int replay = 0; replay < replays; ++replay) {
+    const double scalar = deviceScalar != nullptr ? 0.5 * (replay + 1) : red.preMul ? red.scalar : 1.0;
+    if (deviceScalar != nullptr) *deviceScalar = float(scalar);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) in[r][i] = float((i % 17) + r + 3 * replay);
+    std::vector<std::thread> pool;
+    std::atomic<int> failures{0};
+    for (int r = 0; r < n; ++r) {
+      for (uint32_t t = 0; t < threads; ++t) {
+        pool.emplace_back([&, r, t] {
+          ThreadTeam team{t, threads, barriers[r].get(), &boards[r]};
+          if (replay > 0) dev::restartPlan(runs[r].lowered.plan, pristine[r], team);
+          for (long spins = 0; spins < 200000000; ++spins) {
+            dev::Poll p = dev::pollPlan(runs[r].lowered.plan, team);
+            if (p == dev::Poll::kDone) return;
+            if (p == dev::Poll::kFailed) {
+              failures.fetch_add(1);
+              return;
+            }
+            if (p == dev::Poll::kIdle && t == 0) std::this_thread::yield();
           }
-          if (p == dev::Poll::kIdle && t == 0) std::this_thread::yield();
-        }
-        failures.fetch_add(1);
-      });
+          failures.fetch_add(1);
+        });
+      }
     }
+    for (auto& th : pool) th.join();
+    ASSERT_EQ(failures.load(), 0) << name << " replay " << replay;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int q = 0; q < n; ++q) want += scalar * double((i % 17) + q + 3 * replay);
+        ASSERT_EQ(out[r][i], float(want)) << name << " rank " << r << " element " << i << " replay " << replay;
+      }
   }
-  for (auto& th : pool) th.join();
-  ASSERT_EQ(failures.load(), 0);
-  for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) {
-      double want = 0;
-      for (int q = 0; q < n; ++q) want += (red.preMul ? red.scalar : 1.0) * double((i % 17) + q);
-      ASSERT_EQ(out[r][i], float(want)) << name << " rank " << r << " element " << i;
-    }
 }
 
 TEST(DeviceInterpreter, TeamsOfThreadsRunBuiltinAllreduces) {
@@ -191,6 +204,17 @@ TEST(DeviceInterpreter, PreMultipliedSumWithOneAndManyThreads) {
                   return &s;
                 }()).value();
   for (uint32_t threads : {1u, 3u}) runAllreduce("ring", 3, 5000, threads, r, 1024);
+}
+
+// What a CUDA graph does with a captured launch: the same plan images run again and again. Each
+// replay restarts them (restartPlan) and gets every result right, a device-resident PreMulSum
+// scalar changed between replays included; the FIFO counters carry on across replays.
+TEST(DeviceInterpreter, RestartedPlansReplayLikeACapturedGraph) {
+  Reduction sum;
+  for (const char* name : {"ring", "double_binary_tree"}) runAllreduce(name, 3, 3001, 2, sum, 1024, 4);
+  static float scalar = 1.0f;
+  Reduction deferred = deferredPreMulSum(ncclFloat32, &scalar, device::MemoryKind::kHost).value();
+  runAllreduce("recursive_doubling", 4, 2000, 3, deferred, 512, 3, &scalar);
 }
 
 TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
