@@ -88,6 +88,7 @@ void Engine::shutdown() {
   if (trace_) trace_->finish();
   memo_.clear();
   scratch_.release();
+  deviceScratch_.release();
 }
 
 exec::Plan* Engine::nextPlan() {
@@ -113,6 +114,7 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
   lane->memory = 0;
   lane->deferredScalars = false;
   memo_.dropStale();  // the previous group finished: templates of replaced tables can go
+  scratch_.endGroup();  // and scratch regions replaced during it
   bool stepsSampled = false;
   for (size_t i = 0; i < ops.size();) {
     exec::Plan* p = nextPlan();

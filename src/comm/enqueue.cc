@@ -16,6 +16,7 @@
 #include "device/cuda_driver.h"
 #include "exec/executor.h"
 #include "exec/progress.h"
+#include "exec/staging.h"
 
 namespace theseus::comm {
 namespace {
@@ -24,9 +25,8 @@ namespace {
 // driver pay one cheap check per group), and what only that tells: a device
 // buffer of another device than the communicator's, a stream of another
 // context, and a group that mixes device buffers with pageable host memory (no
-// kernel can reach that memory; NCCL would fault), and a group of host-memory
-// operations being captured into a CUDA graph (they would run now, not on
-// replay). Each is refused before anything runs.
+// kernel can reach that memory; NCCL would fault). Each is refused before
+// anything runs.
 Status classifyMemory(std::vector<CommOps>& work) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) return Status::ok();  // no device memory can exist
@@ -64,21 +64,29 @@ Status classifyMemory(std::vector<CommOps>& work) {
                             static_cast<void*>(op.stream));
     }
   }
-  if (onDevice == nullptr) {
-    // Host-memory operations run on the CPU when called; a graph replay could not repeat them.
-    for (auto& w : work)
-      for (auto& op : w.ops)
-        if (op.stream != nullptr && cuda->isCapturing(op.stream))
-          return invalidUsage("an operation on host memory (buffer %p) is being captured into a CUDA graph: "
-                              "host-memory operations run on the CPU when called, so a replay could not repeat "
-                              "them; capture operations on device buffers (THESEUS_DEVICE_EXECUTOR=cuda)",
-                              op.sendbuff != nullptr ? op.sendbuff : op.recvbuff);
-  }
   if (onDevice != nullptr && pageable != nullptr)
     return invalidUsage("a group mixes device buffers and pageable host memory (one operation's buffer at %p): device "
                         "code cannot reach pageable memory; use device buffers, or pinned host memory "
                         "(cudaHostAlloc/cudaHostRegister)",
                         pageable->sendMemory == device::MemoryKind::kHost ? pageable->sendbuff : pageable->recvbuff);
+  return Status::ok();
+}
+// A group on streams being captured into a CUDA graph, for an executor that
+// runs it when called (host memory, the staging path): a replay could not
+// repeat it. Refused before anything runs, so the communicator stays usable.
+Status refuseCapture(const std::vector<CommOps>& work, device::MemoryKindMask memory) {
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (cuda == nullptr) return Status::ok();  // no CUDA, no capture
+  for (const auto& w : work)
+    for (const auto& op : w.ops) {
+      if (op.stream == nullptr || !cuda->isCapturing(op.stream)) continue;
+      if ((memory & ~device::kHostAccessibleKinds) == 0)
+        return invalidUsage("an operation on host memory (buffer %p) is being captured into a CUDA graph: "
+                            "host-memory operations run on the CPU when called, so a replay could not repeat "
+                            "them; capture operations on device buffers (THESEUS_DEVICE_EXECUTOR=cuda)",
+                            op.sendbuff != nullptr ? op.sendbuff : op.recvbuff);
+      return exec::stagingCaptureError();
+    }
   return Status::ok();
 }
 }  // namespace
@@ -95,6 +103,7 @@ Status executeOps(std::vector<CommOps>& work) {
   }
   exec::Executor* executor;
   TH_ASSIGN(executor, exec::executorFor(memory));
+  if (!executor->capturable()) TH_CHECK(refuseCapture(work, memory));
   for (auto& w : work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran

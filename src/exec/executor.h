@@ -100,6 +100,9 @@ class Executor {
   virtual bool serves(device::MemoryKindMask kinds) const = 0;
   // Runs every lane (see the contract above).
   virtual Status run(std::vector<Lane>& lanes, const ExecOptions& options) = 0;
+  // True when it can queue plans into a CUDA graph being captured (else a group on a capturing
+  // stream is refused before anything runs).
+  virtual bool capturable() const { return false; }
 };
 
 // Plans on host and pinned host memory.

@@ -61,8 +61,7 @@ Result<Executor*> executorFor(device::MemoryKindMask kinds) {
     if (!warned.exchange(true))
       TH_WARN("device buffers are staged through host memory (synchronously)%s: set THESEUS_DEVICE_EXECUTOR=cuda "
               "for the CUDA executor",
-              mode == DeviceExecutorMode::kCuda ? " for a group the CUDA executor cannot run (pageable host memory "
-                                                  "or host scratch)"
+              mode == DeviceExecutorMode::kCuda ? " for a group the CUDA executor cannot run (pageable host memory)"
                                                 : "");
     return staging;
   }

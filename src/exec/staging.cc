@@ -90,9 +90,7 @@ Status StagingExecutor::waitForStreams(std::vector<Lane>& lanes) const {
           streams.push_back(b.stream);
   for (cudaStream_t s : streams)
     if (memory_.capturing(s))
-      return invalidUsage("this group takes the staging path (device buffers copied through host memory when "
-                          "called), which cannot be captured into a CUDA graph: only the CUDA executor "
-                          "(THESEUS_DEVICE_EXECUTOR=cuda; device or pinned buffers) captures operations");
+      return stagingCaptureError();
   for (cudaStream_t s : streams) TH_CHECK(memory_.synchronize(s).withContext("waiting for the operation's stream"));
   return Status::ok();
 }
@@ -194,6 +192,12 @@ class DriverMemory final : public DeviceMemory {
 
 std::unique_ptr<Executor> makeStagingExecutor(const DeviceMemory& memory) {
   return std::make_unique<StagingExecutor>(memory);
+}
+
+Status stagingCaptureError() {
+  return invalidUsage("this group takes the staging path (device buffers copied through host memory when called), "
+                      "which cannot be captured into a CUDA graph: only the CUDA executor "
+                      "(THESEUS_DEVICE_EXECUTOR=cuda; device or pinned buffers) captures operations");
 }
 
 Executor* stagingExecutor() {

@@ -44,5 +44,8 @@ std::unique_ptr<Executor> makeStagingExecutor(const DeviceMemory& memory);
 // The process's staging executor over the CUDA driver, or nullptr while the
 // process has not loaded the driver (then no buffer can be device memory).
 Executor* stagingExecutor();
+// The error of a group on a stream being captured into a CUDA graph that would take the staging path
+// (the engine refuses such a group before it runs; the executor refuses it too).
+Status stagingCaptureError();
 
 }  // namespace theseus::exec

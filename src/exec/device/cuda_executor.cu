@@ -199,6 +199,7 @@ class CudaExecutor final : public Executor {
            0;
   }
   Status run(std::vector<Lane>& lanes, const ExecOptions& options) override;
+  bool capturable() const override { return true; }
 
  private:
   Status collect(Slot& slot, bool wait);
@@ -490,8 +491,10 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
 }  // namespace
 
 Executor* cudaDeviceExecutor() {
-  static CudaExecutor executor;
-  return &executor;
+  // Never destroyed: at exit the CUDA runtime may already be unloading, and pinned memory and
+  // events die with the process anyway.
+  static CudaExecutor* executor = new CudaExecutor();
+  return executor;
 }
 
 }  // namespace theseus::exec

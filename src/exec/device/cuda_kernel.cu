@@ -1,11 +1,12 @@
 // The CUDA side of the device executor: the interpreter (interpreter.h) run by
-// one thread block per lane. The leader (thread 0) decides, every thread
-// moves its share of the elements, __syncthreads() separates the phases, and
-// the decisions reach the other threads through shared memory. Idle blocks
-// poll the abort word and a stall clock (%globaltimer) between passes. A
-// launch captured into a CUDA graph restarts its plans on every replay.
+// one thread block per lane (lane_runner.h). The leader (thread 0) decides,
+// every thread moves its share of the elements, __syncthreads() separates the
+// phases, and the decisions reach the other threads through shared memory.
+// Idle blocks poll the abort word and a stall clock (%globaltimer) between
+// passes. A launch captured into a CUDA graph restarts its plans on every
+// replay.
 #include "exec/device/cuda_launch.h"
-#include "exec/device/interpreter.h"
+#include "exec/device/lane_runner.h"
 
 namespace theseus::exec::dev {
 namespace {
@@ -27,59 +28,19 @@ struct BlockTeam {
   }
 };
 
-__device__ inline uint64_t globalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+struct GpuWait {
+  __device__ uint64_t now() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  __device__ void pause() const { spinPause(); }
+};
 
 __global__ void runLanesKernel(LaneLaunch* lanes) {
-  LaneLaunch& lane = lanes[blockIdx.x];
   BlockTeam team;
-  if (lane.pristine != nullptr) {  // a replay: a failure of an earlier one stays, and stops this one
-    uint32_t before = 0;
-    if (team.leader()) before = loadAcquire(&lane.result->state);
-    before = team.share(before);
-    if (before >= 2) return;
-    if (team.leader()) storeRelease(&lane.result->state, 0u);
-  }
-  for (uint32_t i = 0; i < lane.nplans; ++i) {
-    Plan& p = lane.plans[i];
-    if (lane.pristine != nullptr) restartPlan(p, lane.pristine[i], team);
-    uint64_t idleSince = 0;
-    for (;;) {
-      Poll r = pollPlan(p, team);
-      if (r == Poll::kDone) break;
-      if (r == Poll::kFailed) {
-        if (team.leader()) {
-          lane.result->failedPlan = i;
-          storeRelease(&lane.result->state, 2u);
-        }
-        return;
-      }
-      if (r == Poll::kProgress) {
-        idleSince = 0;
-        continue;
-      }
-      uint32_t stop = 0;
-      if (team.leader()) {
-        uint64_t now = globalTimerNs();
-        if (idleSince == 0) idleSince = now;
-        if (lane.abortWord != nullptr && loadAcquire(lane.abortWord) != 0) stop = 3;
-        else if (lane.stallNs != 0 && now - idleSince > lane.stallNs) stop = 4;
-      }
-      stop = team.share(stop);
-      if (stop != 0) {
-        if (team.leader()) {
-          lane.result->failedPlan = i;
-          storeRelease(&lane.result->state, stop);
-        }
-        return;
-      }
-      spinPause();
-    }
-  }
-  if (team.leader()) storeRelease(&lane.result->state, 1u);
+  GpuWait wait;
+  runLane(lanes[blockIdx.x], team, wait);
 }
 
 }  // namespace

@@ -213,4 +213,33 @@ TEST(Collectives, GroupedOperationsAndPointToPoint) {
   }
 }
 
+// One group whose later operation needs more executor scratch than an earlier one
+// (in-place recursive doubling keeps a scratch block): growing the scratch must
+// not pull it from under the plans lowered before, which run after it.
+THESEUS_RANK_FN(grouped_scratch_growth) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const int n = ctx.nranks;
+  std::vector<std::vector<float>> bufs;
+  for (size_t count : {size_t{64}, size_t{70001}, size_t{300}, size_t{1 << 20}})
+    bufs.emplace_back(count, float(ctx.rank + 1));
+  RANK_NCCL(ncclGroupStart());
+  for (auto& b : bufs) RANK_NCCL(ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat, ncclSum, comm, nullptr));
+  RANK_NCCL(ncclGroupEnd());
+  for (auto& b : bufs)
+    for (size_t i = 0; i < b.size(); i += 7) RANK_CHECK(b[i] == float(n * (n + 1) / 2));
+  RANK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
+TEST(Collectives, ScratchGrowsWithinAGroup) {
+  for (int n : {2, 3}) {
+    SpawnOptions opts;
+    opts.timeoutSec = 120;
+    opts.env["THESEUS_SCHEDULE"] = "recursive_doubling";
+    auto rr = runRanks("grouped_scratch_growth", n, opts);
+    EXPECT_TRUE(rr.allOk()) << n << " ranks: " << rr.describe();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Host, CollectivesMatrix, ::testing::ValuesIn(matrixParams()), paramName);

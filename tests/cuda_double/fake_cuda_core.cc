@@ -1,0 +1,285 @@
+#include "fake_cuda_core.h"
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+
+namespace fakecuda {
+
+// ---- memory ----
+
+namespace {
+std::mutex& memoryMutex() {
+  static auto* mu = new std::mutex();  // never destroyed: calls may come during exit
+  return *mu;
+}
+std::map<uintptr_t, Allocation>& allocations() {  // by base address
+  static auto* m = new std::map<uintptr_t, Allocation>();
+  return *m;
+}
+}  // namespace
+
+bool findAllocation(const void* p, Allocation* out) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  auto& m = allocations();
+  auto it = m.upper_bound(addr);
+  if (it == m.begin()) return false;
+  --it;
+  if (addr >= it->second.base + it->second.bytes) return false;
+  if (out != nullptr) *out = it->second;
+  return true;
+}
+
+void* allocate(size_t bytes, Kind kind, int device) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, bytes == 0 ? 1 : bytes) != 0) return nullptr;
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{reinterpret_cast<uintptr_t>(p), bytes == 0 ? 1 : bytes, kind, device, true};
+  return p;
+}
+
+cudaError_t release(void* p, Kind kind) {
+  if (p == nullptr) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(memoryMutex());
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocations().end() || !it->second.owned || it->second.kind != kind) return cudaErrorInvalidValue;
+    allocations().erase(it);
+  }
+  free(p);
+  return cudaSuccess;
+}
+
+cudaError_t registerHost(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  if (findAllocation(p, nullptr)) return cudaErrorHostMemoryAlreadyRegistered;
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{reinterpret_cast<uintptr_t>(p), bytes, Kind::kPinned, 0, false};
+  return cudaSuccess;
+}
+
+cudaError_t unregisterHost(void* p) {
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
+  if (it == allocations().end() || it->second.owned) return cudaErrorHostMemoryNotRegistered;
+  allocations().erase(it);
+  return cudaSuccess;
+}
+
+int deviceCount() {
+  const char* n = getenv("THESEUS_FAKE_CUDA_DEVICES");
+  return n != nullptr ? atoi(n) : 1;
+}
+
+int& currentDevice() {
+  thread_local int device = 0;
+  return device;
+}
+
+bool& contextCurrent() {
+  thread_local bool current = false;
+  return current;
+}
+
+void* contextOf(int device) {
+  static char contexts[64];
+  return &contexts[device & 63];
+}
+
+cudaError_t& lastError() {
+  thread_local cudaError_t e = cudaSuccess;
+  return e;
+}
+
+// ---- streams ----
+
+namespace {
+
+std::mutex& streamsMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::set<CUstream_st*>& streams() {
+  static auto* s = new std::set<CUstream_st*>();
+  return *s;
+}
+
+void workerLoop(CUstream_st* s) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  for (;;) {
+    s->cv.wait(lock, [s] { return s->stop || !s->queue.empty(); });
+    if (s->queue.empty()) return;  // stopping, nothing left
+    Work w = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->running = true;
+    lock.unlock();
+    w();
+    lock.lock();
+    s->running = false;
+    s->cv.notify_all();
+  }
+}
+
+}  // namespace
+
+CUstream_st* createStream() {
+  auto* s = new CUstream_st();
+  s->device = currentDevice();
+  s->worker = std::thread(workerLoop, s);
+  std::lock_guard<std::mutex> lock(streamsMutex());
+  streams().insert(s);
+  return s;
+}
+
+void destroyStream(CUstream_st* s) {
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex());
+    streams().erase(s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->stop = true;  // the worker finishes what is queued first
+    s->cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+}
+
+CUstream_st* streamOf(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) {
+    static CUstream_st* legacy = createStream();
+    return legacy;
+  }
+  return s;
+}
+
+cudaError_t enqueue(CUstream_st* s, Work w) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->capture == cudaStreamCaptureStatusInvalidated) return cudaErrorStreamCaptureInvalidated;
+  if (s->capture == cudaStreamCaptureStatusActive) {
+    s->graph->nodes.push_back(std::move(w));
+    return cudaSuccess;
+  }
+  s->queue.push_back(std::move(w));
+  s->cv.notify_all();
+  return cudaSuccess;
+}
+
+void drain(CUstream_st* s) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  s->cv.wait(lock, [s] { return s->queue.empty() && !s->running; });
+}
+
+void drainAll() {
+  std::vector<CUstream_st*> all;
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex());
+    all.assign(streams().begin(), streams().end());
+  }
+  for (CUstream_st* s : all) drain(s);
+}
+
+// ---- capture ----
+
+cudaStreamCaptureMode& threadCaptureMode() {
+  thread_local cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  return mode;
+}
+
+cudaError_t checkUnsafeCall() {
+  if (threadCaptureMode() == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  std::vector<CUstream_st*> all;
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex());
+    all.assign(streams().begin(), streams().end());
+  }
+  const auto self = std::this_thread::get_id();
+  bool prohibited = false;
+  std::vector<CUstream_st*> affected;
+  for (CUstream_st* s : all) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->capture != cudaStreamCaptureStatusActive || s->captureMode == cudaStreamCaptureModeRelaxed) continue;
+    // This thread's own capture (global or thread-local) forbids it; another thread's only in global mode,
+    // and only for a thread whose own mode is global.
+    if (s->captureThread == self ||
+        (s->captureMode == cudaStreamCaptureModeGlobal && threadCaptureMode() == cudaStreamCaptureModeGlobal)) {
+      prohibited = true;
+      affected.push_back(s);
+    }
+  }
+  if (!prohibited) return cudaSuccess;
+  for (CUstream_st* s : affected) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->capture = cudaStreamCaptureStatusInvalidated;  // as CUDA does: the capture sequence is unusable
+  }
+  return cudaErrorStreamCaptureUnsupported;
+}
+
+cudaError_t beginCapture(CUstream_st* s, cudaStreamCaptureMode mode) {
+  static std::atomic<unsigned long long> ids{0};
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->capture != cudaStreamCaptureStatusNone) return cudaErrorIllegalState;
+  s->capture = cudaStreamCaptureStatusActive;
+  s->captureMode = mode;
+  s->captureId = ++ids;
+  s->captureThread = std::this_thread::get_id();
+  s->graph = new Graph();
+  return cudaSuccess;
+}
+
+cudaError_t endCapture(CUstream_st* s, Graph** out) {
+  Graph* g = nullptr;
+  cudaStreamCaptureStatus status;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->capture == cudaStreamCaptureStatusNone) return cudaErrorIllegalState;
+    if (s->captureMode != cudaStreamCaptureModeRelaxed && s->captureThread != std::this_thread::get_id())
+      return cudaErrorStreamCaptureWrongThread;
+    status = s->capture;
+    g = s->graph;
+    s->graph = nullptr;
+    s->capture = cudaStreamCaptureStatusNone;
+  }
+  if (status == cudaStreamCaptureStatusInvalidated) {
+    destroyGraph(g);
+    *out = nullptr;
+    return cudaErrorStreamCaptureInvalidated;
+  }
+  *out = g;
+  return cudaSuccess;
+}
+
+void releaseUserObject(UserObject* o, int count) {
+  if (o->refs.fetch_sub(count) == count) {
+    // CUDA calls destructors on a thread of its own, where the callee may not call CUDA.
+    std::thread([o] {
+      o->destroy(o->ptr);
+      delete o;
+    }).detach();
+  }
+}
+
+void destroyGraph(Graph* g) {
+  if (g == nullptr) return;
+  for (auto& [o, n] : g->objects) releaseUserObject(o, n);
+  delete g;
+}
+
+}  // namespace fakecuda
+
+// ---- kernel launches ----
+
+extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBlocks(
+    cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args, uint32_t blocks) {
+  if (blocks == 0) return fakecuda::fail(cudaErrorInvalidConfiguration);
+  return fakecuda::fail(fakecuda::enqueue(fakecuda::streamOf(stream), [fn, args, blocks] {
+    std::vector<std::thread> rest;
+    for (uint32_t b = 1; b < blocks; ++b) rest.emplace_back(fn, args, b);
+    fn(args, 0);
+    for (auto& t : rest) t.join();
+  }));
+}

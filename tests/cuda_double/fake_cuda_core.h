@@ -1,0 +1,129 @@
+// The CUDA test double's state, shared by its runtime (cuda*) and driver (cu*)
+// entry points: memory the "device" owns, streams that run their work on a
+// worker thread each, events, stream capture into graphs, graph executables
+// and user objects. Device memory is host memory here; what matters to the
+// code under test is what CUDA would tell it (the memory kind, the order of
+// stream work, capture rules), not where the bytes live.
+//
+// Stream capture follows CUDA's rules closely enough to catch the mistakes a
+// library makes: work queued on a capturing stream goes into its graph, not
+// into the queue; while a capture in global or thread-local mode is active,
+// "unsafe" calls (allocations, synchronisations, event queries) from a thread
+// whose mode is not relaxed fail with cudaErrorStreamCaptureUnsupported and
+// invalidate the capture, as cudaStreamCaptureModeGlobal/ThreadLocal specify.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fakecuda {
+
+using Work = std::function<void()>;
+
+enum class Kind { kDevice, kPinned };
+struct Allocation {
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  Kind kind = Kind::kDevice;
+  int device = 0;
+  bool owned = false;  // allocated by the double (freed by it), not registered
+};
+
+// Memory known to the double. find() answers for any address inside a range.
+bool findAllocation(const void* p, Allocation* out);
+void* allocate(size_t bytes, Kind kind, int device);
+cudaError_t release(void* p, Kind kind);
+cudaError_t registerHost(void* p, size_t bytes);
+cudaError_t unregisterHost(void* p);
+
+int deviceCount();
+int& currentDevice();         // of the calling thread (cudaSetDevice)
+bool& contextCurrent();       // the calling thread has made a device current
+void* contextOf(int device);  // a stable pointer per device: its "context"
+
+struct Graph;
+struct UserObject;
+
+}  // namespace fakecuda
+
+struct CUstream_st {
+  int device = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<fakecuda::Work> queue;
+  bool running = false;  // the worker is executing an item
+  bool stop = false;
+  std::thread worker;
+  // Capture (under mu).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaStreamCaptureMode captureMode = cudaStreamCaptureModeGlobal;
+  unsigned long long captureId = 0;
+  std::thread::id captureThread;
+  fakecuda::Graph* graph = nullptr;
+};
+
+struct CUevent_st {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;   // generations recorded
+  uint64_t completed = 0;  // generations whose preceding work finished
+};
+
+namespace fakecuda {
+
+struct UserObject {
+  void* ptr = nullptr;
+  cudaHostFn_t destroy = nullptr;
+  std::atomic<int> refs{0};
+};
+void releaseUserObject(UserObject* o, int count);
+
+struct Graph {
+  std::vector<Work> nodes;
+  std::vector<std::pair<UserObject*, int>> objects;
+};
+struct GraphExec {
+  std::vector<Work> nodes;
+  std::vector<std::pair<UserObject*, int>> objects;
+};
+
+// The stream an API handle means (NULL and the legacy/per-thread handles: the default stream).
+CUstream_st* streamOf(cudaStream_t s);
+// Queues `w` on the stream, or adds it to the stream's graph while it is captured.
+cudaError_t enqueue(CUstream_st* s, Work w);
+// Waits until the stream ran everything queued before the call.
+void drain(CUstream_st* s);
+// Waits for every stream (cudaDeviceSynchronize, synchronous copies).
+void drainAll();
+CUstream_st* createStream();
+void destroyStream(CUstream_st* s);
+
+// Capture rules: the error an unsafe call from this thread gets now (cudaSuccess when allowed).
+cudaError_t checkUnsafeCall();
+cudaStreamCaptureMode& threadCaptureMode();
+cudaError_t beginCapture(CUstream_st* s, cudaStreamCaptureMode mode);
+cudaError_t endCapture(CUstream_st* s, Graph** out);
+void destroyGraph(Graph* g);
+
+cudaError_t& lastError();  // thread-local, for cudaGetLastError
+inline cudaError_t fail(cudaError_t e) {
+  if (e != cudaSuccess) lastError() = e;
+  return e;
+}
+
+}  // namespace fakecuda
+
+// The double's kernel launch: `fn(args, block)` for every block of the grid,
+// the blocks concurrently (a host thread each), as stream work (or a graph
+// node while the stream is captured). The library's host launcher
+// (launch_on_host.cc) calls it where the real build launches the kernel.
+extern "C" cudaError_t fakeCudaLaunchBlocks(cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args,
+                                            uint32_t blocks);

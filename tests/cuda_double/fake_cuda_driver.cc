@@ -1,0 +1,106 @@
+// The CUDA driver API of the test double: what Theseus' driver leaf
+// (src/device/cuda_driver.cc) looks up with dlsym, over the same state as the
+// runtime half (fake_cuda_core.h). CUresult values are plain ints here.
+#include <cstring>
+
+#include "fake_cuda_core.h"
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+enum : int { kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kStreamCaptureUnsupported = 900 };
+enum : int { kAttrMemoryType = 2, kAttrDeviceOrdinal = 9 };
+enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2 };
+
+int unsafe() { return fakecuda::checkUnsafeCall() == cudaSuccess ? kSuccess : kStreamCaptureUnsupported; }
+}  // namespace
+
+FAKE_API int cuInit(unsigned int) { return kSuccess; }
+
+FAKE_API int cuGetErrorName(int rc, const char** name) {
+  switch (rc) {
+    case kSuccess: *name = "CUDA_SUCCESS"; break;
+    case kInvalidValue: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case kStreamCaptureUnsupported: *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
+    default: *name = "CUDA_ERROR_UNKNOWN (test double)";
+  }
+  return kSuccess;
+}
+
+FAKE_API int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
+  fakecuda::Allocation a;
+  if (!fakecuda::findAllocation(reinterpret_cast<const void*>(ptr), &a)) return kInvalidValue;
+  switch (attribute) {
+    case kAttrMemoryType:
+      *static_cast<unsigned*>(data) = a.kind == fakecuda::Kind::kDevice ? kMemTypeDevice : kMemTypeHost;
+      return kSuccess;
+    case kAttrDeviceOrdinal:
+      *static_cast<int*>(data) = a.device;
+      return kSuccess;
+    default:
+      return kInvalidValue;
+  }
+}
+
+FAKE_API int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  fakecuda::drainAll();
+  memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return kSuccess;
+}
+
+FAKE_API int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t bytes) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  fakecuda::drainAll();
+  memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return kSuccess;
+}
+
+FAKE_API int cuStreamSynchronize(void* stream) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  fakecuda::drain(fakecuda::streamOf(static_cast<cudaStream_t>(stream)));
+  return kSuccess;
+}
+
+FAKE_API int cuStreamIsCapturing(void* stream, int* status) {
+  CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
+  std::lock_guard<std::mutex> lock(s->mu);
+  *status = static_cast<int>(s->capture);  // CU_STREAM_CAPTURE_STATUS_* have the runtime's values
+  return kSuccess;
+}
+
+FAKE_API int cuStreamGetCtx(void* stream, void** ctx) {
+  *ctx = fakecuda::contextOf(fakecuda::streamOf(static_cast<cudaStream_t>(stream))->device);
+  return kSuccess;
+}
+
+FAKE_API int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  void* m = fakecuda::allocate(bytes, fakecuda::Kind::kDevice, fakecuda::currentDevice());
+  if (m == nullptr) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+  *p = reinterpret_cast<unsigned long long>(m);
+  return kSuccess;
+}
+
+FAKE_API int cuMemFree_v2(unsigned long long p) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  fakecuda::drainAll();
+  return fakecuda::release(reinterpret_cast<void*>(p), fakecuda::Kind::kDevice) == cudaSuccess ? kSuccess
+                                                                                                  : kInvalidValue;
+}
+
+FAKE_API int cuCtxGetCurrent(void** ctx) {
+  *ctx = fakecuda::contextCurrent() ? fakecuda::contextOf(fakecuda::currentDevice()) : nullptr;
+  return kSuccess;
+}
+
+FAKE_API int cuCtxGetDevice(int* device) {
+  if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+  *device = fakecuda::currentDevice();
+  return kSuccess;
+}
+
+FAKE_API int cuDeviceGetCount(int* n) {
+  *n = fakecuda::deviceCount();
+  return kSuccess;
+}

@@ -1,0 +1,283 @@
+// The CUDA runtime API of the test double (README.md): the subset Theseus'
+// CUDA executor and the GPU tests call, with the real <cuda_runtime_api.h>
+// types and CUDA's semantics for streams, events, capture, graphs and user
+// objects (fake_cuda_core.h).
+#include <cstring>
+
+#include "fake_cuda_core.h"
+
+using fakecuda::fail;
+using fakecuda::Kind;
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+// A call that makes the device current (as the runtime's implicit primary context does).
+void touch() { fakecuda::contextCurrent() = true; }
+
+cudaError_t unsafe() {
+  touch();
+  return fakecuda::checkUnsafeCall();
+}
+
+}  // namespace
+
+// ---- errors and devices ----
+
+FAKE_API const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorHostMemoryAlreadyRegistered: return "cudaErrorHostMemoryAlreadyRegistered";
+    case cudaErrorHostMemoryNotRegistered: return "cudaErrorHostMemoryNotRegistered";
+    default: return "cudaErrorUnknown (test double)";
+  }
+}
+FAKE_API const char* cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
+FAKE_API cudaError_t cudaGetLastError() {
+  cudaError_t e = fakecuda::lastError();
+  fakecuda::lastError() = cudaSuccess;
+  return e;
+}
+FAKE_API cudaError_t cudaPeekAtLastError() { return fakecuda::lastError(); }
+
+FAKE_API cudaError_t cudaGetDeviceCount(int* n) {
+  *n = fakecuda::deviceCount();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= fakecuda::deviceCount()) return fail(cudaErrorInvalidDevice);
+  fakecuda::currentDevice() = d;
+  touch();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGetDevice(int* d) {
+  *d = fakecuda::currentDevice();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  fakecuda::drainAll();
+  return cudaSuccess;
+}
+
+// ---- memory ----
+
+FAKE_API cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  *p = fakecuda::allocate(bytes, Kind::kDevice, fakecuda::currentDevice());
+  return *p != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+FAKE_API cudaError_t cudaFree(void* p) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  fakecuda::drainAll();  // cudaFree synchronises the device
+  return fail(fakecuda::release(p, Kind::kDevice));
+}
+FAKE_API cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  *p = fakecuda::allocate(bytes, Kind::kPinned, fakecuda::currentDevice());
+  return *p != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+FAKE_API cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
+FAKE_API cudaError_t cudaFreeHost(void* p) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  return fail(fakecuda::release(p, Kind::kPinned));
+}
+FAKE_API cudaError_t cudaHostRegister(void* p, size_t bytes, unsigned int) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  return fail(fakecuda::registerHost(p, bytes));
+}
+FAKE_API cudaError_t cudaHostUnregister(void* p) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  return fail(fakecuda::unregisterHost(p));
+}
+FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  *a = cudaPointerAttributes{};
+  fakecuda::Allocation al;
+  if (!fakecuda::findAllocation(p, &al)) {
+    a->type = cudaMemoryTypeUnregistered;
+    a->device = -1;
+    return cudaSuccess;
+  }
+  a->type = al.kind == Kind::kDevice ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+  a->device = al.device;
+  a->devicePointer = const_cast<void*>(p);
+  a->hostPointer = al.kind == Kind::kDevice ? nullptr : const_cast<void*>(p);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  fakecuda::drainAll();  // ordered after earlier work, as on the legacy stream
+  memcpy(dst, src, bytes);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+  touch();
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [=] { memcpy(dst, src, bytes); }));
+}
+FAKE_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
+  touch();
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [=] { memset(dst, value, bytes); }));
+}
+FAKE_API cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  fakecuda::drainAll();
+  memset(dst, value, bytes);
+  return cudaSuccess;
+}
+
+// ---- streams ----
+
+FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  touch();
+  *s = fakecuda::createStream();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (s == nullptr) return fail(cudaErrorInvalidValue);
+  fakecuda::destroyStream(s);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  fakecuda::drain(fakecuda::streamOf(s));
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
+  CUstream_st* st = fakecuda::streamOf(s);
+  std::lock_guard<std::mutex> lock(st->mu);
+  return st->queue.empty() && !st->running ? cudaSuccess : cudaErrorNotReady;
+}
+FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  touch();
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [fn, data] { fn(data); }));
+}
+
+// ---- events ----
+
+FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+  *e = new CUevent_st();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+FAKE_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    gen = ++e->recorded;
+  }
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [e, gen] {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (gen > e->completed) e->completed = gen;
+    e->cv.notify_all();
+  }));
+}
+FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
+  std::lock_guard<std::mutex> lock(e->mu);
+  return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+FAKE_API cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
+  std::unique_lock<std::mutex> lock(e->mu);
+  e->cv.wait(lock, [e] { return e->completed >= e->recorded; });
+  return cudaSuccess;
+}
+
+// ---- capture and graphs ----
+
+FAKE_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  std::swap(*mode, fakecuda::threadCaptureMode());
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  if (s == nullptr || s == cudaStreamLegacy) return fail(cudaErrorStreamCaptureUnsupported);
+  return fail(fakecuda::beginCapture(s, mode));
+}
+FAKE_API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  fakecuda::Graph* g = nullptr;
+  cudaError_t e = fakecuda::endCapture(s, &g);
+  *graph = reinterpret_cast<cudaGraph_t>(g);
+  return fail(e);
+}
+FAKE_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  CUstream_st* st = fakecuda::streamOf(s);
+  std::lock_guard<std::mutex> lock(st->mu);
+  *status = st->capture;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus* status,
+                                              unsigned long long* id, cudaGraph_t* graph,
+                                              const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                              size_t* ndeps) {
+  CUstream_st* st = fakecuda::streamOf(s);
+  std::lock_guard<std::mutex> lock(st->mu);
+  *status = st->capture;
+  if (id != nullptr) *id = st->capture == cudaStreamCaptureStatusActive ? st->captureId : 0;
+  if (graph != nullptr)
+    *graph = st->capture == cudaStreamCaptureStatusActive ? reinterpret_cast<cudaGraph_t>(st->graph) : nullptr;
+  if (deps != nullptr) *deps = nullptr;
+  if (edges != nullptr) *edges = nullptr;
+  if (ndeps != nullptr) *ndeps = 0;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  fakecuda::destroyGraph(reinterpret_cast<fakecuda::Graph*>(g));
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  auto* g = reinterpret_cast<fakecuda::Graph*>(graph);
+  auto* x = new fakecuda::GraphExec{g->nodes, g->objects};
+  for (auto& [o, n] : x->objects) o->refs += n;  // an executable keeps its graph's user objects too
+  *exec = reinterpret_cast<cudaGraphExec_t>(x);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  auto* x = reinterpret_cast<fakecuda::GraphExec*>(exec);
+  for (const fakecuda::Work& w : x->nodes)
+    if (cudaError_t e = fakecuda::enqueue(fakecuda::streamOf(s), w); e != cudaSuccess) return fail(e);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  auto* x = reinterpret_cast<fakecuda::GraphExec*>(exec);
+  for (auto& [o, n] : x->objects) fakecuda::releaseUserObject(o, n);
+  delete x;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaUserObjectCreate(cudaUserObject_t* out, void* ptr, cudaHostFn_t destroy,
+                                          unsigned int refs, unsigned int) {
+  if (destroy == nullptr || refs == 0) return fail(cudaErrorInvalidValue);
+  auto* o = new fakecuda::UserObject();
+  o->ptr = ptr;
+  o->destroy = destroy;
+  o->refs = static_cast<int>(refs);
+  *out = reinterpret_cast<cudaUserObject_t>(o);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
+  fakecuda::releaseUserObject(reinterpret_cast<fakecuda::UserObject*>(object), static_cast<int>(count));
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                               unsigned int flags) {
+  auto* g = reinterpret_cast<fakecuda::Graph*>(graph);
+  auto* o = reinterpret_cast<fakecuda::UserObject*>(object);
+  if (g == nullptr || o == nullptr || count == 0) return fail(cudaErrorInvalidValue);
+  if (!(flags & cudaGraphUserObjectMove)) o->refs += static_cast<int>(count);  // else the caller's references move
+  g->objects.push_back({o, static_cast<int>(count)});
+  return cudaSuccess;
+}

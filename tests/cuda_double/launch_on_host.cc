@@ -1,0 +1,38 @@
+// The CUDA executor's kernel launch for the build against the CUDA test
+// double: where the real build launches runLanesKernel (cuda_kernel.cu), this
+// runs the same lane loop (exec/device/lane_runner.h) with one host thread per
+// block, as the double's stream work. A host thread is a team of one; an idle
+// pass yields the core (the peers are other processes on few cores).
+#include <sched.h>
+
+#include <chrono>
+
+#include "exec/device/cuda_launch.h"
+#include "exec/device/lane_runner.h"
+#include "fake_cuda_core.h"
+
+namespace theseus::exec::dev {
+namespace {
+
+struct HostWait {
+  uint64_t now() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  }
+  void pause() const { sched_yield(); }
+};
+
+void runBlock(void* args, uint32_t block) {
+  SoloTeam team;
+  HostWait wait;
+  runLane(static_cast<LaneLaunch*>(args)[block], team, wait);
+}
+
+}  // namespace
+
+int launchLanes(LaneLaunch* lanes, uint32_t nlanes, uint32_t, cudaStream_t stream) {
+  return static_cast<int>(fakeCudaLaunchBlocks(stream, &runBlock, lanes, nlanes));
+}
+
+}  // namespace theseus::exec::dev
