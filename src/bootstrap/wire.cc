@@ -105,7 +105,8 @@ Status decodeLinkJoin(std::string_view payload, LinkJoin* j) {
 Status sendFrame(int fd, uint32_t type, std::string_view payload, const Wait& wait, const std::string& what) {
   if (payload.size() > UINT32_MAX) return internalError("frame of %zu bytes is too large", payload.size());
   FrameHeader h{kFrameMarker, type, static_cast<uint32_t>(payload.size())};
-  std::string buf(reinterpret_cast<const char*>(&h), sizeof(h));
+  thread_local std::string buf;  // reused: the epoch clock sends a lease request from the enqueue path
+  buf.assign(reinterpret_cast<const char*>(&h), sizeof(h));
   buf.append(payload.data(), payload.size());
   return sendAll(fd, buf.data(), buf.size(), wait, what);
 }

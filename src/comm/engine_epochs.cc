@@ -44,6 +44,7 @@ Status Engine::startEpochs() {
         const std::string text = "rank " + std::to_string(rank) + " (" + whoIs(rank) + ") failed first: " + detail;
         TH_WARN("comm %p rank %d: %s", static_cast<void*>(&comm_), comm_.rank(), text.c_str());
         comm_.setAsyncError(ncclRemoteError, text, rank);
+        comm_.abortFlag().notePeerFailure();  // kernels waiting on the GPU learn it too
       },
       bootstrap::Bootstrap::FailureListener::kCommunicator);
   // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.

@@ -45,6 +45,28 @@ struct GroupState {
 
 thread_local GroupState tGroup;
 
+// What finished groups leave behind, reused by the next ones on this thread, so a warm
+// group allocates nothing: the per-communicator operation lists and the list of them.
+thread_local std::vector<std::vector<OpDesc>> tSpareOpLists;
+thread_local std::vector<CommOps> tSpareCommOps;
+
+// Takes the group being ended out of tGroup, which starts afresh on spare storage.
+GroupState takeGroup() {
+  GroupState g = std::move(tGroup);
+  tGroup = GroupState{};
+  tGroup.ops.swap(tSpareCommOps);
+  return g;
+}
+
+void recycle(GroupState& g) {
+  for (CommOps& w : g.ops) {
+    w.ops.clear();
+    tSpareOpLists.push_back(std::move(w.ops));
+  }
+  g.ops.clear();
+  if (tSpareCommOps.capacity() < g.ops.capacity()) tSpareCommOps.swap(g.ops);
+}
+
 OpsRunner gRunOps = nullptr;
 OpsEstimator gEstimateOps = nullptr;
 
@@ -143,7 +165,7 @@ Status checkBlockingMix(const GroupState& g) {
 }
 
 // Runs what the outermost group end collected; `simInfo` non-null = estimate the operations instead.
-Status launch(GroupState g, ncclSimInfo_t* simInfo, float* estimate) {
+Status launch(GroupState& g, ncclSimInfo_t* simInfo, float* estimate) {
   Status mix = checkBlockingMix(g);
   if (!mix.isOk()) {
     // Nothing runs; communicators the group was creating are marked failed so nobody waits for them.
@@ -187,10 +209,11 @@ Status groupStart() {
 Status groupEnd() {
   if (tGroup.depth == 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
   if (--tGroup.depth > 0) return Status::ok();
-  GroupState g = std::move(tGroup);
-  tGroup = GroupState{};
+  GroupState g = takeGroup();
   for (auto& w : g.ops) profileGroupEndStarts(w);
-  return launch(std::move(g), nullptr, nullptr);
+  Status s = launch(g, nullptr, nullptr);
+  recycle(g);
+  return s;
 }
 
 Status groupSimulateEnd(ncclSimInfo_t* info) {
@@ -206,10 +229,10 @@ Status groupSimulateEnd(ncclSimInfo_t* info) {
                            magic, kSimInfoMagic);
   if (tGroup.depth == 0) return invalidUsage("ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (--tGroup.depth > 0) return Status::ok();
-  GroupState g = std::move(tGroup);
-  tGroup = GroupState{};
+  GroupState g = takeGroup();
   float us = 0;
-  Status s = launch(std::move(g), info, &us);
+  Status s = launch(g, info, &us);
+  recycle(g);
   if (!s.isOk() && s.code() != ncclInProgress) return s;
   ncclSimInfo_t out;
   memcpy(&out, info, std::min(size, sizeof(out)));
@@ -247,6 +270,10 @@ Status enqueueOp(Communicator* comm, const OpDesc& op) {
   if (it == tGroup.ops.end()) {
     tGroup.ops.push_back(CommOps{comm, {}, nullptr});
     it = tGroup.ops.end() - 1;
+    if (!tSpareOpLists.empty()) {
+      it->ops.swap(tSpareOpLists.back());
+      tSpareOpLists.pop_back();
+    }
     profileGroupJoined(*it, tGroup.depth);
   }
   it->ops.push_back(op);

@@ -9,7 +9,9 @@ namespace theseus::comm {
 
 Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
   const int me = comm_.rank();
-  std::vector<const OpDesc*> selfSends, selfRecvs;
+  thread_local std::vector<const OpDesc*> selfSends, selfRecvs;  // reused: a warm group allocates nothing
+  selfSends.clear();
+  selfRecvs.clear();
   size_t total = 0;
   plan.chunked = false;
   plan.rounds = 1;

@@ -47,6 +47,11 @@ class Deadline {
 };
 
 // Set by ncclCommAbort (from any thread) and by fatal peer failures; polled by waits.
+//
+// Its mirror is a word in memory a device polls (pinned host memory): 1 once
+// the flag is set (stop now), 2 while only a peer of the communicator is known
+// to have failed (notePeerFailure: the device stops a plan that then makes no
+// progress for a while — the peer's data may all be there already).
 class AbortFlag {
  public:
   void set() {
@@ -54,17 +59,26 @@ class AbortFlag {
     if (uint32_t* m = mirror_.load(std::memory_order_acquire)) std::atomic_ref<uint32_t>(*m).store(1, std::memory_order_release);
   }
   bool isSet() const { return flag_.load(std::memory_order_acquire); }
-  // A word in memory a device polls (pinned host memory): set() writes 1 there
-  // too. One mirror per flag; set once, it must outlive the flag's use.
+  // A peer failed: the mirror says so (2) unless the flag is set already.
+  void notePeerFailure() {
+    peerFailed_.store(true, std::memory_order_release);
+    if (uint32_t* m = mirror_.load(std::memory_order_acquire)) {
+      uint32_t zero = 0;
+      std::atomic_ref<uint32_t>(*m).compare_exchange_strong(zero, 2, std::memory_order_acq_rel);
+    }
+  }
+  // One mirror per flag; set once, it must outlive the flag's use.
   void setMirror(uint32_t* word) const {
-    std::atomic_ref<uint32_t>(*word).store(isSet() ? 1 : 0, std::memory_order_release);
+    std::atomic_ref<uint32_t>(*word).store(mirrorValue(), std::memory_order_release);
     mirror_.store(word, std::memory_order_release);
-    if (isSet()) std::atomic_ref<uint32_t>(*word).store(1, std::memory_order_release);
+    std::atomic_ref<uint32_t>(*word).store(mirrorValue(), std::memory_order_release);  // a set() in between
   }
   uint32_t* mirror() const { return mirror_.load(std::memory_order_acquire); }
 
  private:
+  uint32_t mirrorValue() const { return isSet() ? 1 : peerFailed_.load(std::memory_order_acquire) ? 2 : 0; }
   std::atomic<bool> flag_{false};
+  std::atomic<bool> peerFailed_{false};
   mutable std::atomic<uint32_t*> mirror_{nullptr};
 };
 

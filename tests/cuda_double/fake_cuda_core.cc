@@ -1,6 +1,7 @@
 #include "fake_cuda_core.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -95,6 +96,54 @@ cudaError_t& lastError() {
   return e;
 }
 
+namespace {
+std::atomic<uint64_t> gSynchronizations{0};
+}  // namespace
+
+void countSynchronization() { gSynchronizations.fetch_add(1, std::memory_order_relaxed); }
+
+// ---- stream work ----
+
+void Work::run() const {
+  switch (kind) {
+    case kCopy:
+      memcpy(dst, src, n);
+      return;
+    case kSet:
+      memset(dst, value, n);
+      return;
+    case kHostFn:
+      hostFn(dst);
+      return;
+    case kBlocks: {  // a kernel: every block on a thread of its own, block 0 on the stream's worker
+      std::vector<std::thread> rest;
+      for (uint32_t b = 1; b < n; ++b) rest.emplace_back(blockFn, dst, b);
+      blockFn(dst, 0);
+      for (auto& t : rest) t.join();
+      return;
+    }
+    case kEvent: {
+      std::lock_guard<std::mutex> lock(event->mu);
+      if (n > event->completed) event->completed = n;
+      event->cv.notify_all();
+      return;
+    }
+  }
+}
+
+void WorkRing::push(const Work& w) {
+  if (tail_ - head_ == items_.size()) {  // full: unroll into a ring twice the size
+    std::vector<Work> bigger(items_.size() * 2);
+    for (size_t i = head_; i < tail_; ++i) bigger[i - head_] = items_[i % items_.size()];
+    tail_ -= head_;
+    head_ = 0;
+    items_.swap(bigger);
+  }
+  items_[tail_++ % items_.size()] = w;
+}
+
+Work WorkRing::pop() { return items_[head_++ % items_.size()]; }
+
 // ---- streams ----
 
 namespace {
@@ -113,11 +162,10 @@ void workerLoop(CUstream_st* s) {
   for (;;) {
     s->cv.wait(lock, [s] { return s->stop || !s->queue.empty(); });
     if (s->queue.empty()) return;  // stopping, nothing left
-    Work w = std::move(s->queue.front());
-    s->queue.pop_front();
+    Work w = s->queue.pop();
     s->running = true;
     lock.unlock();
-    w();
+    w.run();
     lock.lock();
     s->running = false;
     s->cv.notify_all();
@@ -161,15 +209,16 @@ cudaError_t enqueue(CUstream_st* s, Work w) {
   std::lock_guard<std::mutex> lock(s->mu);
   if (s->capture == cudaStreamCaptureStatusInvalidated) return cudaErrorStreamCaptureInvalidated;
   if (s->capture == cudaStreamCaptureStatusActive) {
-    s->graph->nodes.push_back(std::move(w));
+    s->graph->nodes.push_back(w);
     return cudaSuccess;
   }
-  s->queue.push_back(std::move(w));
+  s->queue.push(w);
   s->cv.notify_all();
   return cudaSuccess;
 }
 
 void drain(CUstream_st* s) {
+  countSynchronization();
   std::unique_lock<std::mutex> lock(s->mu);
   s->cv.wait(lock, [s] { return s->queue.empty() && !s->running; });
 }
@@ -276,10 +325,14 @@ void destroyGraph(Graph* g) {
 extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBlocks(
     cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args, uint32_t blocks) {
   if (blocks == 0) return fakecuda::fail(cudaErrorInvalidConfiguration);
-  return fakecuda::fail(fakecuda::enqueue(fakecuda::streamOf(stream), [fn, args, blocks] {
-    std::vector<std::thread> rest;
-    for (uint32_t b = 1; b < blocks; ++b) rest.emplace_back(fn, args, b);
-    fn(args, 0);
-    for (auto& t : rest) t.join();
-  }));
+  fakecuda::Work w;
+  w.kind = fakecuda::Work::kBlocks;
+  w.blockFn = fn;
+  w.dst = args;
+  w.n = blocks;
+  return fakecuda::fail(fakecuda::enqueue(fakecuda::streamOf(stream), w));
+}
+
+extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaSynchronizations() {
+  return fakecuda::gSynchronizations.load(std::memory_order_relaxed);
 }

@@ -18,15 +18,40 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+struct CUevent_st;
+
 namespace fakecuda {
 
-using Work = std::function<void()>;
+// One item of stream work, plain data (queues and graphs copy it; nothing is
+// allocated per item, so a warm stream allocates nothing — what a test of
+// "no allocation on the warm enqueue path" needs from the double).
+struct Work {
+  enum Kind : uint8_t { kCopy, kSet, kHostFn, kBlocks, kEvent } kind = kCopy;
+  void* dst = nullptr;                            // kCopy, kSet; kHostFn/kBlocks: their argument
+  const void* src = nullptr;                      // kCopy
+  uint64_t n = 0;                                 // bytes; kSet: also `value`; kBlocks: blocks; kEvent: generation
+  int value = 0;                                  // kSet
+  void (*hostFn)(void*) = nullptr;                // kHostFn
+  void (*blockFn)(void*, uint32_t) = nullptr;     // kBlocks
+  CUevent_st* event = nullptr;                    // kEvent
+  void run() const;
+};
+
+// A growable ring of work items (grows by doubling, never shrinks).
+class WorkRing {
+ public:
+  bool empty() const { return head_ == tail_; }
+  void push(const Work& w);
+  Work pop();
+
+ private:
+  std::vector<Work> items_ = std::vector<Work>(64);
+  size_t head_ = 0, tail_ = 0;  // positions, modulo items_.size()
+};
 
 enum class Kind { kDevice, kPinned };
 struct Allocation {
@@ -58,7 +83,7 @@ struct CUstream_st {
   int device = 0;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<fakecuda::Work> queue;
+  fakecuda::WorkRing queue;
   bool running = false;  // the worker is executing an item
   bool stop = false;
   std::thread worker;
@@ -113,6 +138,10 @@ cudaError_t beginCapture(CUstream_st* s, cudaStreamCaptureMode mode);
 cudaError_t endCapture(CUstream_st* s, Graph** out);
 void destroyGraph(Graph* g);
 
+// Calls that wait for the device (stream, event and device synchronisations, synchronous copies):
+// counted for fakeCudaSynchronizations().
+void countSynchronization();
+
 cudaError_t& lastError();  // thread-local, for cudaGetLastError
 inline cudaError_t fail(cudaError_t e) {
   if (e != cudaSuccess) lastError() = e;
@@ -127,3 +156,8 @@ inline cudaError_t fail(cudaError_t e) {
 // (launch_on_host.cc) calls it where the real build launches the kernel.
 extern "C" cudaError_t fakeCudaLaunchBlocks(cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args,
                                             uint32_t blocks);
+
+// How many calls so far waited for the device (any thread): lets a test check
+// that an enqueue path never synchronises. Declared weak by callers that may
+// run against the real CUDA too.
+extern "C" uint64_t fakeCudaSynchronizations();

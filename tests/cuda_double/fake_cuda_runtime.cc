@@ -121,11 +121,21 @@ FAKE_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMe
 }
 FAKE_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   touch();
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [=] { memcpy(dst, src, bytes); }));
+  fakecuda::Work w;
+  w.kind = fakecuda::Work::kCopy;
+  w.dst = dst;
+  w.src = src;
+  w.n = bytes;
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
 }
 FAKE_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
   touch();
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [=] { memset(dst, value, bytes); }));
+  fakecuda::Work w;
+  w.kind = fakecuda::Work::kSet;
+  w.dst = dst;
+  w.value = value;
+  w.n = bytes;
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
 }
 FAKE_API cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
   if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
@@ -160,7 +170,11 @@ FAKE_API cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
   touch();
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [fn, data] { fn(data); }));
+  fakecuda::Work w;
+  w.kind = fakecuda::Work::kHostFn;
+  w.hostFn = fn;
+  w.dst = data;
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
 }
 
 // ---- events ----
@@ -180,11 +194,11 @@ FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     std::lock_guard<std::mutex> lock(e->mu);
     gen = ++e->recorded;
   }
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), [e, gen] {
-    std::lock_guard<std::mutex> lock(e->mu);
-    if (gen > e->completed) e->completed = gen;
-    e->cv.notify_all();
-  }));
+  fakecuda::Work w;
+  w.kind = fakecuda::Work::kEvent;
+  w.event = e;
+  w.n = gen;
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
 }
 FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
@@ -193,6 +207,7 @@ FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 FAKE_API cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
+  fakecuda::countSynchronization();
   std::unique_lock<std::mutex> lock(e->mu);
   e->cv.wait(lock, [e] { return e->completed >= e->recorded; });
   return cudaSuccess;

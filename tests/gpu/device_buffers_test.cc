@@ -5,8 +5,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <ctime>
+#include <functional>
+#include <new>
+#include <unistd.h>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,7 +35,33 @@ bool haveGpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+// Every operator new of a thread — libnccl's included — counts here (warm_enqueue: the enqueue
+// path runs on the calling thread; Theseus' own threads allocate as they please).
+thread_local long tAllocations = 0;
+
+double threadCpuUs() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
 }  // namespace
+
+// The replacements pair malloc with free; GCC cannot see that operator new is ours.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(size_t n) {
+  ++tAllocations;
+  if (void* p = malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { free(p); }
+void operator delete[](void* p) noexcept { free(p); }
+void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete[](void* p, size_t) noexcept { free(p); }
+
+// The CUDA test double counts the calls that wait for the device; absent on a real GPU.
+extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
 
 THESEUS_RANK_FN(device_collectives) {
   CUDA_OK(cudaSetDevice(0));
@@ -285,6 +316,110 @@ THESEUS_RANK_FN(capture_replay) {
   return 0;
 }
 
+// Once a communicator is warm, the enqueue path of the CUDA executor makes no
+// allocation and no synchronisation (NCCL's promise that a call returns once
+// queued): 8-byte and 1 MiB allreduces, a grouped pair and a send/recv ring,
+// enqueued in batches of 8 (the executor's ring of image slots, so it never
+// has to wait for a slot), the stream synchronised between batches outside
+// the measured window. Prints the host CPU time per enqueue (target 5 us).
+THESEUS_RANK_FN(warm_enqueue) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  const size_t big = 1 << 18;
+  float *small, *a, *b;
+  CUDA_OK(cudaMalloc(&small, 2 * sizeof(float)));
+  CUDA_OK(cudaMalloc(&a, big * sizeof(float)));
+  CUDA_OK(cudaMalloc(&b, big * sizeof(float)));
+  struct Shape {
+    const char* name;
+    std::function<ncclResult_t()> enqueue;
+  };
+  const std::vector<Shape> shapes = {
+      {"allreduce 8 B", [&] { return ncclAllReduce(small, small, 2, ncclFloat32, ncclSum, comm, stream); }},
+      {"allreduce 1 MiB", [&] { return ncclAllReduce(a, b, big, ncclFloat32, ncclSum, comm, stream); }},
+      {"grouped allreduce + allgather",
+       [&] {
+         ncclGroupStart();
+         ncclAllReduce(small, small, 2, ncclFloat32, ncclSum, comm, stream);
+         ncclAllGather(a, b, big / n, ncclFloat32, comm, stream);
+         return ncclGroupEnd();
+       }},
+      {"send/recv ring", [&] {
+         ncclGroupStart();
+         ncclSend(a, big, ncclFloat32, next, comm, stream);
+         ncclRecv(b, big, ncclFloat32, prev, comm, stream);
+         return ncclGroupEnd();
+       }}};
+  for (const Shape& shape : shapes) {
+    for (int i = 0; i < 16; ++i) RANK_NCCL(shape.enqueue());  // warm: slots, images, connections
+    CUDA_OK(cudaStreamSynchronize(stream));
+    long allocations = 0;
+    uint64_t syncs = 0;
+    double cpuUs = 0;
+    const int batches = 25, perBatch = 8;
+    for (int k = 0; k < batches; ++k) {
+      const long a0 = tAllocations;
+      const uint64_t s0 = fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0;
+      const double t0 = threadCpuUs();
+      for (int i = 0; i < perBatch; ++i) RANK_NCCL(shape.enqueue());
+      cpuUs += threadCpuUs() - t0;
+      syncs += (fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0) - s0;
+      allocations += tAllocations - a0;
+      CUDA_OK(cudaStreamSynchronize(stream));
+    }
+    if (ctx.rank == 0 || allocations != 0 || syncs != 0)
+      printf("[warm_enqueue] %d ranks, %s: %.2f us host CPU per enqueue, %ld allocations, %llu synchronisations in "
+             "%d enqueues\n",
+             n, shape.name, cpuUs / (batches * perBatch), allocations, static_cast<unsigned long long>(syncs),
+             batches * perBatch);
+    RANK_CHECK(allocations == 0);
+    RANK_CHECK(syncs == 0);
+  }
+  for (float* p : {small, a, b}) CUDA_OK(cudaFree(p));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// A peer that dies while the CUDA executor's kernel waits on it: the survivor's
+// stream does not hang (the kernel learns of the failure through the
+// communicator's abort word and stops once idle for a second), and the next
+// call reports the failure. Rank 1 exits without a word after one allreduce.
+THESEUS_RANK_FN(peer_dies_on_device) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const size_t count = 1 << 18;
+  float* buf;
+  CUDA_OK(cudaMalloc(&buf, count * sizeof(float)));
+  RANK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  if (ctx.rank == 1) _exit(0);  // gone, mid-job
+  const auto t0 = std::chrono::steady_clock::now();
+  ncclResult_t queued = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("[peer_dies_on_device] the survivor's stream finished %.2f s after the call (queued: %d)\n", waited,
+         int(queued));
+  RANK_CHECK(waited < 30);  // the stall timeout is 10 minutes: this is the peer failure at work
+  ncclResult_t next = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream);
+  ncclResult_t async = ncclSuccess;
+  RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+  RANK_CHECK(next == ncclRemoteError || queued == ncclRemoteError);
+  RANK_CHECK(async == ncclRemoteError);
+  RANK_CHECK(strstr(ncclGetLastError(comm), "rank 1") != nullptr || strstr(ncclGetLastError(comm), "peer") != nullptr);
+  RANK_NCCL(ncclCommAbort(comm));
+  CUDA_OK(cudaFree(buf));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 // Captures that cannot work are refused with a clear error, and the stream and
 // communicator stay usable: device buffers on the staging path (it copies
 // through host memory when called), and host memory with any executor.
@@ -362,6 +497,19 @@ TEST(Gpu, GraphCapturesThatCannotWorkAreRefusedClearly) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1));
   EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1, cudaExecutor()));
+}
+
+TEST(GpuCudaExecutor, AWarmEnqueueNeitherAllocatesNorSynchronises) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("warm_enqueue", n, cudaExecutor()));
+}
+
+TEST(GpuCudaExecutor, APeerThatDiesDoesNotHangTheStream) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto rr = theseus::test::runRanks("peer_dies_on_device", 2, cudaExecutor());
+  ASSERT_EQ(rr.exitCodes.size(), 2u) << rr.describe();
+  EXPECT_EQ(rr.exitCodes[0], 0) << rr.describe();
+  EXPECT_EQ(rr.exitCodes[1], 0) << rr.describe();
 }
 
 TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {

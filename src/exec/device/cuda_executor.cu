@@ -171,9 +171,17 @@ struct CommState {
   Status failure;
 };
 
+// A plan that makes no progress for this long after a peer of its communicator failed stops (the
+// host engine's rule for a failed peer it cannot tell the plan waits on).
+constexpr uint64_t kPeerFailedIdleNs = 1000000000;
+
 // The error of a lane that stopped with `state` (LaneResult) in `what`.
 Status laneFailure(uint32_t state, const std::string& what, int rank) {
   switch (state) {
+    case 5:
+      return remoteError("%s: rank %d: a peer of the communicator failed and the plan made no progress for a second "
+                         "after (ncclCommGetAsyncError names the peer)",
+                         what.c_str(), rank);
     case 3:
       return remoteError("%s: rank %d: the communicator was aborted", what.c_str(), rank);
     case 4:
@@ -218,6 +226,7 @@ class CudaExecutor final : public Executor {
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
+  std::vector<std::pair<cudaStream_t, std::vector<size_t>>> streamLanes_;  // launch(): lanes per stream
 };
 
 // Reads a finished slot's results; a failure is recorded for its communicator.
@@ -369,12 +378,18 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
 Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs,
                             Slot* slot, Captured* captured) {
   auto take = [&memory](size_t bytes, size_t align) { return PinnedChunk::allocate(&memory, bytes, align); };
-  std::vector<std::pair<cudaStream_t, std::vector<size_t>>> groups;
+  // The lanes of each stream (storage reused by every run: a warm enqueue allocates nothing).
+  size_t ngroups = 0;
   for (size_t l = 0; l < lanes.size(); ++l) {
     cudaStream_t s = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front()->stream;
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == s; });
-    if (it == groups.end()) groups.push_back({s, {l}});
-    else it->second.push_back(l);
+    size_t g = 0;
+    while (g < ngroups && streamLanes_[g].first != s) ++g;
+    if (g == ngroups) {
+      if (ngroups == streamLanes_.size()) streamLanes_.emplace_back();
+      streamLanes_[ngroups].first = s;
+      streamLanes_[ngroups++].second.clear();
+    }
+    streamLanes_[g].second.push_back(l);
   }
   if (slot != nullptr) {
     slot->lanes = 0;
@@ -382,7 +397,9 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     if (slot->results.size() < lanes.size()) slot->results.resize(lanes.size());
     if (slot->lanePlans.size() < lanes.size()) slot->lanePlans.resize(lanes.size());
   }
-  for (const auto& [stream, members] : groups) {
+  for (size_t g = 0; g < ngroups; ++g) {
+    const cudaStream_t stream = streamLanes_[g].first;
+    const std::vector<size_t>& members = streamLanes_[g].second;
     auto* launches = static_cast<dev::LaneLaunch*>(take(members.size() * sizeof(dev::LaneLaunch),
                                                         alignof(dev::LaneLaunch)));
     if (launches == nullptr) return internalError("CUDA executor: image memory exhausted");
@@ -403,9 +420,13 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
       }
       *result = dev::LaneResult{};
       const Plan* first = nplans == 0 ? nullptr : lanes[l].plans.front();
-      launches[k] = dev::LaneLaunch{plans, pristine, static_cast<uint32_t>(nplans),
+      launches[k] = dev::LaneLaunch{plans,
+                                    pristine,
+                                    static_cast<uint32_t>(nplans),
                                     first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr,
-                                    stallNs, result};
+                                    kPeerFailedIdleNs,
+                                    stallNs,
+                                    result};
       if (slot != nullptr) {
         slot->results[slot->lanes] = {first, result};
         slot->lanePlans[slot->lanes++].assign(lanes[l].plans.begin(), lanes[l].plans.end());

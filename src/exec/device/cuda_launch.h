@@ -14,7 +14,7 @@ namespace theseus::exec::dev {
 // keeps a failure: later replays of the lane do nothing until the host has
 // reported it (the FIFOs' state after a failure is unknown).
 struct LaneResult {
-  uint32_t state = 0;       // 0 running, 1 done, 2 failed, 3 aborted, 4 stalled
+  uint32_t state = 0;       // 0 running, 1 done, 2 failed, 3 aborted, 4 stalled, 5 a peer failed
   uint32_t failedPlan = 0;  // index of the plan that failed
 };
 
@@ -26,7 +26,8 @@ struct LaneLaunch {
   // launch that runs once.
   const Plan* pristine = nullptr;
   uint32_t nplans = 0;
-  const uint32_t* abortWord = nullptr;  // non-zero: stop (ncclCommAbort)
+  const uint32_t* abortWord = nullptr;  // AbortFlag's mirror: 1 stop (ncclCommAbort), 2 a peer failed
+  uint64_t peerFailedIdleNs = 0;        // with 2: stop once idle this long (state 5)
   uint64_t stallNs = 0;                 // no progress for this long: stop with state 4 (0: never)
   LaneResult* result = nullptr;
 };

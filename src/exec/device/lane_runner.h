@@ -48,7 +48,9 @@ TH_HD void runLane(LaneLaunch& lane, Team& team, Wait& wait) {
       if (team.leader()) {
         uint64_t now = wait.now();
         if (idleSince == 0) idleSince = now;
-        if (lane.abortWord != nullptr && loadAcquire(lane.abortWord) != 0) stop = 3;
+        const uint32_t abort = lane.abortWord != nullptr ? loadAcquire(lane.abortWord) : 0;
+        if (abort == 1) stop = 3;
+        else if (abort == 2 && now - idleSince > lane.peerFailedIdleNs) stop = 5;
         else if (lane.stallNs != 0 && now - idleSince > lane.stallNs) stop = 4;
       }
       stop = team.share(stop);
