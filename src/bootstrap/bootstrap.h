@@ -108,6 +108,9 @@ class Bootstrap {
   virtual int parentRankOf(int rank) const { return -1; }
   // Ranks that left cleanly (destroyed their communicator, or exited) so far.
   virtual std::vector<int> departedRanks() const { return {}; }
+  // Called on the control thread when a peer leaves cleanly (its BYE); null removes it. A plan
+  // still waiting on that peer can never finish: device kernels learn of it through this.
+  virtual void setPeerDepartureCallback(std::function<void(int rank)> callback) { (void)callback; }
 
   // TCP data connections to/from a peer; `tag` distinguishes several per pair
   // (channel, purpose). The returned fd is connected, blocking, owned by the caller.

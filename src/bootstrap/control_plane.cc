@@ -220,6 +220,11 @@ void TcpBootstrap::setPeerFailureCallback(std::function<void(int, const Status&)
   else failureCallbacks_.erase(listener);
 }
 
+void TcpBootstrap::setPeerDepartureCallback(std::function<void(int)> callback) {
+  std::lock_guard<std::mutex> lock(callbackMu_);
+  departureCallback_ = std::move(callback);
+}
+
 int64_t TcpBootstrap::timeoutMs() const { return options_.timeoutMs > 0 ? options_.timeoutMs : bootstrapTimeoutMs(); }
 
 int TcpBootstrap::parentRankOf(int rank) const {

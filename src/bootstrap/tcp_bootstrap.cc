@@ -274,6 +274,8 @@ void TcpBootstrap::linkDown(Link& link, const std::string& why) {
     TH_INFO(log::kBootstrap, "Bootstrap comm %#llx: rank %d left", static_cast<unsigned long long>(commHash_),
             link.peer);
     if (rank_ == 0) failRoundsWaitingFor(link.peer, rankName(link.peer) + " left the communicator");
+    std::lock_guard<std::mutex> lock(callbackMu_);
+    if (departureCallback_) departureCallback_(link.peer);
     return;
   }
   markFailed(link.peer, why, /*tellOthers=*/rank_ == 0);

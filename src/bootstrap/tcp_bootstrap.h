@@ -62,6 +62,7 @@ class TcpBootstrap final : public Bootstrap {
   Status sendToRank(int rank, MsgType type, std::string_view payload) override;
   void setPeerFailureCallback(std::function<void(int rank, const Status& why)> callback,
                               FailureListener listener = FailureListener::kEpochs) override;
+  void setPeerDepartureCallback(std::function<void(int rank)> callback) override;
   std::vector<int> failedRanks() const override;
   int parentRankOf(int rank) const override;
   std::vector<int> departedRanks() const override;
@@ -182,6 +183,7 @@ class TcpBootstrap final : public Bootstrap {
   std::deque<std::tuple<uint32_t, int, std::string>> local_;           // messages to self
   std::mutex callbackMu_;  // held while callbacks run, so removing one waits for them
   std::map<FailureListener, std::function<void(int, const Status&)>> failureCallbacks_;
+  std::function<void(int)> departureCallback_;  // under callbackMu_
   std::map<uint64_t, Round> rounds_;                                    // leader: open allGather rounds
   std::map<uint64_t, Result<std::vector<std::string>>> results_;        // finished rounds not yet collected
 

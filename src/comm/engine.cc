@@ -81,8 +81,10 @@ Engine::Engine(Communicator& comm)
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
-  if (comm_.bootstrap() != nullptr)
+  if (comm_.bootstrap() != nullptr) {
     comm_.bootstrap()->setPeerFailureCallback(nullptr, bootstrap::Bootstrap::FailureListener::kCommunicator);
+    comm_.bootstrap()->setPeerDepartureCallback(nullptr);
+  }
   failureReports_.stop();
   if (epochs_) epochs_->stop();  // before the transports go: the epoch thread uses them
   if (trace_) trace_->finish();

@@ -47,6 +47,8 @@ Status Engine::startEpochs() {
         comm_.abortFlag().notePeerFailure();  // kernels waiting on the GPU learn it too
       },
       bootstrap::Bootstrap::FailureListener::kCommunicator);
+  // A peer that left cleanly (destroyed its communicator or exited) sends nothing more either.
+  o.bootstrap->setPeerDepartureCallback([this](int) { comm_.abortFlag().notePeerFailure(); });
   // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.
   (void)schedule::user::processRegistry();
   TH_ASSIGN(epochs_, epoch::EpochService::create(o));

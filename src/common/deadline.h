@@ -49,9 +49,9 @@ class Deadline {
 // Set by ncclCommAbort (from any thread) and by fatal peer failures; polled by waits.
 //
 // Its mirror is a word in memory a device polls (pinned host memory): 1 once
-// the flag is set (stop now), 2 while only a peer of the communicator is known
-// to have failed (notePeerFailure: the device stops a plan that then makes no
-// progress for a while — the peer's data may all be there already).
+// the flag is set (stop now), 2 once a peer of the communicator failed or left
+// (notePeerFailure: the device stops a plan that then makes no progress for a
+// while — the peer's data may all be there already).
 class AbortFlag {
  public:
   void set() {
@@ -59,7 +59,7 @@ class AbortFlag {
     if (uint32_t* m = mirror_.load(std::memory_order_acquire)) std::atomic_ref<uint32_t>(*m).store(1, std::memory_order_release);
   }
   bool isSet() const { return flag_.load(std::memory_order_acquire); }
-  // A peer failed: the mirror says so (2) unless the flag is set already.
+  // A peer failed or left: the mirror says so (2) unless the flag is set already.
   void notePeerFailure() {
     peerFailed_.store(true, std::memory_order_release);
     if (uint32_t* m = mirror_.load(std::memory_order_acquire)) {

@@ -39,6 +39,22 @@ struct Work {
   void (*blockFn)(void*, uint32_t) = nullptr;     // kBlocks
   CUevent_st* event = nullptr;                    // kEvent
   void run() const;
+  static Work copy(void* dst, const void* src, uint64_t bytes) {
+    Work w;
+    w.kind = kCopy;
+    w.dst = dst;
+    w.src = src;
+    w.n = bytes;
+    return w;
+  }
+  static Work set(void* dst, int value, uint64_t bytes) {
+    Work w;
+    w.kind = kSet;
+    w.dst = dst;
+    w.value = value;
+    w.n = bytes;
+    return w;
+  }
 };
 
 // A growable ring of work items (grows by doubling, never shrinks).

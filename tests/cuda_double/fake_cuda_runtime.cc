@@ -121,21 +121,11 @@ FAKE_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMe
 }
 FAKE_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   touch();
-  fakecuda::Work w;
-  w.kind = fakecuda::Work::kCopy;
-  w.dst = dst;
-  w.src = src;
-  w.n = bytes;
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work::copy(dst, src, bytes)));
 }
 FAKE_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
   touch();
-  fakecuda::Work w;
-  w.kind = fakecuda::Work::kSet;
-  w.dst = dst;
-  w.value = value;
-  w.n = bytes;
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work::set(dst, value, bytes)));
 }
 FAKE_API cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
   if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);

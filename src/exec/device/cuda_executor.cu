@@ -179,8 +179,8 @@ constexpr uint64_t kPeerFailedIdleNs = 1000000000;
 Status laneFailure(uint32_t state, const std::string& what, int rank) {
   switch (state) {
     case 5:
-      return remoteError("%s: rank %d: a peer of the communicator failed and the plan made no progress for a second "
-                         "after (ncclCommGetAsyncError names the peer)",
+      return remoteError("%s: rank %d: a peer of the communicator failed or left, and the plan made no progress for "
+                         "a second after (ncclCommGetAsyncError names a failed peer)",
                          what.c_str(), rank);
     case 3:
       return remoteError("%s: rank %d: the communicator was aborted", what.c_str(), rank);
