@@ -39,7 +39,6 @@ Result<char*> DeviceScratchArena::get(size_t bytes) {
   TH_ASSIGN(p, cuda->alloc(want));
   regions_.push_back(p);
   current_ = want;
-  bytes_ += want;
   return static_cast<char*>(p);
 }
 
@@ -49,7 +48,6 @@ void DeviceScratchArena::release() {
     for (void* p : regions_) (void)cuda->free(p);
   regions_.clear();
   current_ = 0;
-  bytes_ = 0;
 }
 
 }  // namespace theseus::comm

@@ -44,12 +44,10 @@ class DeviceScratchArena {
   // At least `bytes` of device scratch (errors: no CUDA driver, allocation failed).
   Result<char*> get(size_t bytes);
   void release();
-  size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }  // all regions
 
  private:
   std::vector<void*> regions_;  // the last one is current
   size_t current_ = 0;          // bytes of the current region
-  std::atomic<size_t> bytes_{0};
 };
 
 }  // namespace theseus::comm

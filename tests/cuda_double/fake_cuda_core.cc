@@ -325,11 +325,7 @@ void destroyGraph(Graph* g) {
 extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBlocks(
     cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args, uint32_t blocks) {
   if (blocks == 0) return fakecuda::fail(cudaErrorInvalidConfiguration);
-  fakecuda::Work w;
-  w.kind = fakecuda::Work::kBlocks;
-  w.blockFn = fn;
-  w.dst = args;
-  w.n = blocks;
+  const fakecuda::Work w{.kind = fakecuda::Work::kBlocks, .dst = args, .n = blocks, .blockFn = fn};
   return fakecuda::fail(fakecuda::enqueue(fakecuda::streamOf(stream), w));
 }
 

@@ -26,35 +26,20 @@ struct CUevent_st;
 
 namespace fakecuda {
 
-// One item of stream work, plain data (queues and graphs copy it; nothing is
-// allocated per item, so a warm stream allocates nothing — what a test of
-// "no allocation on the warm enqueue path" needs from the double).
+// One item of stream work, plain data built with designated initializers
+// (queues and graphs copy it; nothing is allocated per item, so a warm stream
+// allocates nothing — what a test of "no allocation on the warm enqueue path"
+// needs from the double).
 struct Work {
   enum Kind : uint8_t { kCopy, kSet, kHostFn, kBlocks, kEvent } kind = kCopy;
   void* dst = nullptr;                            // kCopy, kSet; kHostFn/kBlocks: their argument
   const void* src = nullptr;                      // kCopy
-  uint64_t n = 0;                                 // bytes; kSet: also `value`; kBlocks: blocks; kEvent: generation
+  uint64_t n = 0;                                 // kCopy, kSet: bytes; kBlocks: blocks; kEvent: generation
   int value = 0;                                  // kSet
   void (*hostFn)(void*) = nullptr;                // kHostFn
   void (*blockFn)(void*, uint32_t) = nullptr;     // kBlocks
   CUevent_st* event = nullptr;                    // kEvent
   void run() const;
-  static Work copy(void* dst, const void* src, uint64_t bytes) {
-    Work w;
-    w.kind = kCopy;
-    w.dst = dst;
-    w.src = src;
-    w.n = bytes;
-    return w;
-  }
-  static Work set(void* dst, int value, uint64_t bytes) {
-    Work w;
-    w.kind = kSet;
-    w.dst = dst;
-    w.value = value;
-    w.n = bytes;
-    return w;
-  }
 };
 
 // A growable ring of work items (grows by doubling, never shrinks).

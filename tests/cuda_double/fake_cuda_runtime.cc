@@ -121,11 +121,11 @@ FAKE_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMe
 }
 FAKE_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   touch();
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work::copy(dst, src, bytes)));
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work{.kind = fakecuda::Work::kCopy, .dst = dst, .src = src, .n = bytes}));
 }
 FAKE_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
   touch();
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work::set(dst, value, bytes)));
+  return fail(fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work{.kind = fakecuda::Work::kSet, .dst = dst, .n = bytes, .value = value}));
 }
 FAKE_API cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
   if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);
@@ -160,11 +160,8 @@ FAKE_API cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
   touch();
-  fakecuda::Work w;
-  w.kind = fakecuda::Work::kHostFn;
-  w.hostFn = fn;
-  w.dst = data;
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
+  return fail(
+      fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work{.kind = fakecuda::Work::kHostFn, .dst = data, .hostFn = fn}));
 }
 
 // ---- events ----
@@ -184,11 +181,8 @@ FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     std::lock_guard<std::mutex> lock(e->mu);
     gen = ++e->recorded;
   }
-  fakecuda::Work w;
-  w.kind = fakecuda::Work::kEvent;
-  w.event = e;
-  w.n = gen;
-  return fail(fakecuda::enqueue(fakecuda::streamOf(s), w));
+  return fail(
+      fakecuda::enqueue(fakecuda::streamOf(s), fakecuda::Work{.kind = fakecuda::Work::kEvent, .n = gen, .event = e}));
 }
 FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
