@@ -2,6 +2,7 @@
 // CUDA executor and the GPU tests call, with the real <cuda_runtime_api.h>
 // types and CUDA's semantics for streams, events, capture, graphs and user
 // objects (fake_cuda_core.h).
+#include <cstdio>
 #include <cstring>
 
 #include "fake_cuda_core.h"
@@ -62,6 +63,36 @@ FAKE_API cudaError_t cudaSetDevice(int d) {
 FAKE_API cudaError_t cudaGetDevice(int* d) {
   *d = fakecuda::currentDevice();
   return cudaSuccess;
+}
+// What the nccl-tests-compatible harness prints about a device and checks
+// (compute capability): a device of its own name, so a run's log shows the
+// double served it, reporting sm_90 like the H200 the GPU checks target.
+FAKE_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
+  if (prop == nullptr) return fail(cudaErrorInvalidValue);
+  if (d < 0 || d >= fakecuda::deviceCount()) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "Theseus CUDA test double");
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 4;
+  prop->totalGlobalMem = size_t(1) << 34;
+  prop->pciDeviceID = 0;
+  prop->pciBusID = 0x18 + d;
+  prop->unifiedAddressing = 1;
+  prop->canMapHostMemory = 1;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
+  if (value == nullptr) return fail(cudaErrorInvalidValue);
+  if (d < 0 || d >= fakecuda::deviceCount()) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 4; return cudaSuccess;
+    case cudaDevAttrUnifiedAddressing: *value = 1; return cudaSuccess;
+    case cudaDevAttrCanMapHostMemory: *value = 1; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue);  // not modelled: say so rather than invent a value
+  }
 }
 FAKE_API cudaError_t cudaDeviceSynchronize() {
   if (cudaError_t e = unsafe(); e != cudaSuccess) return fail(e);

@@ -312,6 +312,69 @@ THESEUS_RANK_FN(capture_replay) {
   return 0;
 }
 
+// A group far larger than usual (DDP's bucketed gradients, FSDP's per-layer
+// shards): 96 allreduces and 32 send/recv pairs fused by one
+// ncclGroupStart/End, eager and captured into a graph replayed with new
+// inputs. Every operation of the group is one plan of the lane, so the image
+// of a captured group (each plan's pristine header included) grows with it.
+THESEUS_RANK_FN(large_group) {
+  OPEN_DEVICE_RANK(stream, comm);
+  const int n = ctx.nranks;
+  const int nops = 96, npairs = 32;
+  const size_t count = 257;
+  float *bufs, *sends, *recvs;
+  CUDA_OK(cudaMalloc(&bufs, nops * count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&sends, npairs * count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&recvs, npairs * count * sizeof(float)));
+  const int next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  auto enqueue = [&]() -> ncclResult_t {
+    ncclGroupStart();
+    for (int k = 0; k < nops; ++k) ncclAllReduce(bufs + k * count, bufs + k * count, count, ncclFloat32, ncclSum,
+                                                 comm, stream);
+    for (int k = 0; k < npairs; ++k) {
+      ncclSend(sends + k * count, count, ncclFloat32, next, comm, stream);
+      ncclRecv(recvs + k * count, count, ncclFloat32, prev, comm, stream);
+    }
+    return ncclGroupEnd();
+  };
+  std::vector<float> in(nops * count), pin(npairs * count), got(nops * count);
+  auto fill = [&](int round) -> int {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = float((i + round) % 13 + ctx.rank);
+    for (size_t i = 0; i < pin.size(); ++i) pin[i] = float((i * 3 + round) % 17 + 100 * ctx.rank);
+    CUDA_OK(cudaMemcpyAsync(bufs, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(sends, pin.data(), pin.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    return 0;
+  };
+  auto check = [&](int round) -> int {
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), bufs, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < got.size(); i += 5) RANK_CHECK(got[i] == float(n * ((i + round) % 13) + n * (n - 1) / 2));
+    CUDA_OK(cudaMemcpy(got.data(), recvs, pin.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < pin.size(); i += 3) RANK_CHECK(got[i] == float((i * 3 + round) % 17 + 100 * prev));
+    return 0;
+  };
+  if (fill(0) != 0) return 1;
+  RANK_NCCL(enqueue());
+  if (check(0) != 0) return 1;
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  RANK_NCCL(enqueue());
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int round = 1; round <= 3; ++round) {
+    if (fill(round) != 0) return 1;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    if (check(round) != 0) return 1;
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  for (float* p : {bufs, sends, recvs}) CUDA_OK(cudaFree(p));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 // Once a communicator is warm, the enqueue path of the CUDA executor makes no
 // allocation and no synchronisation (NCCL's promise that a call returns once
 // queued): 8-byte and 1 MiB allreduces, a grouped pair and a send/recv ring,
@@ -509,6 +572,11 @@ TEST(GpuCudaExecutor, APeerThatDiesDoesNotHangTheStream) {
     EXPECT_EQ(rr.exitCodes[0], 0) << (clean ? "exit: " : "_exit: ") << rr.describe();
     EXPECT_EQ(rr.exitCodes[1], 0) << rr.describe();
   }
+}
+
+TEST(GpuCudaExecutor, LargeGroupsRunAndReplay) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("large_group", n, cudaExecutor()));
 }
 
 TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {

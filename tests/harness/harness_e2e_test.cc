@@ -109,11 +109,11 @@ TEST(HarnessE2E, RanksInSeparateNetworkNamespaces) {
 }
 
 TEST(HarnessE2E, UnderMpirun) {
-  ProcResult r = runProcess({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                             std::string(PERF_BIN_DIR) + "/all_reduce_perf", "-b", "8", "-e", "64K", "-f", "8", "-n",
-                             "2", "-c", "1"},
-                            // OpenMPI's own allocations are not ours to check (sanitizer builds only).
-                            {{"ASAN_OPTIONS", "detect_leaks=0"}}, 170);
+  ProcResult r = runMpirun({"--allow-run-as-root", "--oversubscribe", "-np", "2",
+                            std::string(PERF_BIN_DIR) + "/all_reduce_perf", "-b", "8", "-e", "64K", "-f", "8", "-n",
+                            "2", "-c", "1"},
+                           // OpenMPI's own allocations are not ours to check (sanitizer builds only).
+                           {{"ASAN_OPTIONS", "detect_leaks=0"}}, 170);
   EXPECT_EQ(r.exitCode, 0) << diag(r);
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
   EXPECT_NE(r.out.find("#  Rank  1 Group  0"), std::string::npos) << diag(r);

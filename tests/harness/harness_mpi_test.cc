@@ -10,10 +10,9 @@ namespace theseus::test {
 namespace {
 
 ProcResult mpi(int np, std::vector<std::string> args) {
-  std::vector<std::string> argv = {MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(np),
-                                   MPI_COLL_PERF};
+  std::vector<std::string> argv = {"--allow-run-as-root", "--oversubscribe", "-np", std::to_string(np), MPI_COLL_PERF};
   argv.insert(argv.end(), args.begin(), args.end());
-  return runProcess(argv, {}, 120);
+  return runMpirun(argv);
 }
 
 TEST(HarnessMpi, ReferenceValuesAgreeWithOpenMpi) {

@@ -3,15 +3,21 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 extern char** environ;
+
+#ifndef MPIRUN_PROGRAM  // the build names the mpirun MPI was found with
+#define MPIRUN_PROGRAM "mpirun"
+#endif
 
 namespace theseus::test {
 namespace {
@@ -128,6 +134,23 @@ ProcResult runProcess(const std::vector<std::string>& argv, const std::map<std::
                       double timeoutSec) {
   Proc p(argv, env);
   return p.wait(timeoutSec);
+}
+
+ProcResult runMpirun(const std::vector<std::string>& args, std::map<std::string, std::string> env,
+                     double timeoutSec) {
+  std::string dir = "/tmp/theseus-mpirun-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    ProcResult r;
+    r.err = std::string("cannot make a private TMPDIR for mpirun: ") + std::strerror(errno);
+    return r;
+  }
+  env["TMPDIR"] = dir;
+  std::vector<std::string> argv = {MPIRUN_PROGRAM};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcResult r = runProcess(argv, env, timeoutSec);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
 }
 
 int countLines(const std::string& text, const std::string& needle) {

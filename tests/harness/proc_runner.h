@@ -45,6 +45,15 @@ class Proc {
 ProcResult runProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
                       double timeoutSec = 120);
 
+// runProcess for `mpirun <args>` (OpenMPI): every run gets a private TMPDIR,
+// removed afterwards, so OpenMPI's session directory (/tmp/ompi.<host>.<uid>)
+// is never shared. Two mpiruns sharing it race: the first one to finish
+// removes the directory while the other is creating its entry in it, and
+// orte_init fails ("A call to mkdir was unable to create ..."), which is what
+// two harness tests running in parallel under ctest -j did.
+ProcResult runMpirun(const std::vector<std::string>& args, std::map<std::string, std::string> env = {},
+                     double timeoutSec = 120);
+
 // Number of lines of `text` that contain `needle`.
 int countLines(const std::string& text, const std::string& needle);
 

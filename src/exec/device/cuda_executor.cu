@@ -356,8 +356,10 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
       const Plan& p = *lanes[l].plans[i];
       dev::LoweredPlan& lp = lowered_[l][i];
       TH_CHECK(dev::lowerForDevice(p, &lp));
-      // The image, plus the pristine header a replayable launch restarts from.
-      bytes += 2 * sizeof(dev::Plan) + 16 * 6 + lp.steps.size() * sizeof(dev::Step) +
+      // Three headers per plan (copyImage's own, the lane's contiguous copy and
+      // the pristine one a replayable launch restarts from), the image's five
+      // arrays, and up to 16 bytes of alignment for each of those allocations.
+      bytes += 3 * sizeof(dev::Plan) + 16 * 8 + lp.steps.size() * sizeof(dev::Step) +
                lp.preds.size() * sizeof(uint32_t) + lp.conns.size() * sizeof(dev::Conn) +
                lp.state.size() * sizeof(dev::StepState) + lp.cursors.size() * sizeof(dev::Cursor);
       for (const PlanConn& c : p.conns) {
