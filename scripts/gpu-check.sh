@@ -5,8 +5,10 @@
 #      and replay with the 8 B allreduce latency eager and replayed);
 #   3. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
 #      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); then the CUDA executor
-#      between two network-namespace hosts (its FIFOs proxied over TCP), when run as root;
-#   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it;
+#      between two network-namespace hosts (its FIFOs proxied over TCP), when run as root; two processes' FIFO
+#      payload slots in GPU memory through CUDA IPC;
+#   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it
+#      (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1);
 #   5. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
 set -uo pipefail
@@ -57,6 +59,11 @@ if [[ $build_ok -eq 0 ]]; then
   export BUILD LOG_DIR
   phase harness-staging 150 bash -c "matrix off"
   phase harness-cuda 150 bash -c "matrix cuda"
+  # Two processes on GPU 0 put their device FIFOs' payload slots in each other's GPU memory (CUDA IPC).
+  phase device-slots 60 bash -c "THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 64 -c 1 -n 2 -w 1 \
+    > $LOG_DIR/device-slots.log 2>&1 && grep -q 'slots in GPU memory with 1' $LOG_DIR/device-slots.log &&
+    grep -q 'Out of bounds values : 0 OK' $LOG_DIR/device-slots.log && echo 'payload slots in GPU memory (CUDA IPC)'"
   # The CUDA executor to ranks on other "hosts" (network namespaces, root only): its FIFOs are proxied over TCP
   # (transport/fifo_proxy.h), the inter-node path of device buffers.
   if [[ $(id -u) == 0 ]] && command -v ip > /dev/null; then
@@ -71,8 +78,9 @@ if [[ $build_ok -eq 0 ]]; then
   # The roofline and the large-message numbers, in the same run.
   phase roofline 120 bash -c "
     $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
-    for exe in off cuda; do for coll in all_reduce all_gather reduce_scatter; do
-      THESEUS_DEVICE_EXECUTOR=\$exe $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
+    for exe in off cuda cuda-hostslots; do for coll in all_reduce all_gather reduce_scatter; do
+      p2p=0; [[ \$exe == cuda-hostslots ]] && p2p=1
+      THESEUS_DEVICE_EXECUTOR=\${exe%-hostslots} NCCL_P2P_DISABLE=\$p2p $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
         -d bfloat16 -n 5 -w 2 | grep -E '^ +[0-9]+ ' | sed \"s/^/\$exe \$coll: /\"
     done; done"
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then

@@ -241,7 +241,16 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
   topts.deviceFifos = exec::deviceExecutorMode() != exec::DeviceExecutorMode::kOff;
+  topts.deviceFifoSlotsOnGpu = exec::deviceExecutorMode() == exec::DeviceExecutorMode::kCuda;
   topts.net = comm->config().netName;
+  // Grouped initialisation runs this on a thread of its own: the device FIFOs
+  // allocate on the communicator's device, so make it current here, as NCCL's
+  // init jobs do.
+  if (topts.deviceFifoSlotsOnGpu)
+    if (const device::CudaDriver* cuda = device::CudaDriver::get()) {
+      Status s = cuda->useDevice(cudaDev);
+      if (!s.isOk()) return failInit(comm, s.withContext("making CUDA device " + std::to_string(cudaDev) + " current"));
+    }
   auto transports = transport::createTransportManager(bs, topts);
   if (!transports.isOk()) return failInit(comm, transports.status().withContext("creating the transports"));
   comm->setTransports(transports.take());

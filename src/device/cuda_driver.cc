@@ -17,6 +17,7 @@ namespace theseus::device {
 using CuResult = int;
 using CuDevicePtr = unsigned long long;
 enum : int { kAttrMemoryType = 2, kAttrDeviceOrdinal = 9 };  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _DEVICE_ORDINAL
+constexpr int kMaxDevices = 64;
 enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2, kMemTypeArray = 3, kMemTypeUnified = 4 };
 
 struct DriverLoader {
@@ -37,6 +38,12 @@ struct DriverLoader {
     d->ctxGetDevice_ = dlsym(h, "cuCtxGetDevice");
     d->deviceGetCount_ = dlsym(h, "cuDeviceGetCount");
     d->streamGetCtx_ = dlsym(h, "cuStreamGetCtx");
+    d->deviceGet_ = dlsym(h, "cuDeviceGet");
+    d->primaryCtxRetain_ = dlsym(h, "cuDevicePrimaryCtxRetain");
+    d->ctxSetCurrent_ = dlsym(h, "cuCtxSetCurrent");
+    d->ipcGetMemHandle_ = dlsym(h, "cuIpcGetMemHandle");
+    d->ipcOpenMemHandle_ = dlsym(h, "cuIpcOpenMemHandle_v2");
+    d->ipcCloseMemHandle_ = dlsym(h, "cuIpcCloseMemHandle");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
@@ -161,6 +168,50 @@ Result<void*> CudaDriver::alloc(size_t bytes) const {
 Status CudaDriver::free(void* p) const {
   auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(memFree_);
   return check(fn(reinterpret_cast<CuDevicePtr>(p)), "cuMemFree");
+}
+
+Result<CudaDriver::IpcHandle> CudaDriver::ipcExport(void* base) const {
+  if (!hasIpc()) return Status(ncclUnhandledCudaError, "this CUDA driver has no IPC entry points");
+  IpcHandle h{};
+  auto fn = reinterpret_cast<CuResult (*)(IpcHandle*, CuDevicePtr)>(ipcGetMemHandle_);
+  TH_CHECK(check(fn(&h, reinterpret_cast<CuDevicePtr>(base)), "cuIpcGetMemHandle"));
+  return h;
+}
+
+Result<void*> CudaDriver::ipcOpen(const IpcHandle& handle) const {
+  if (!hasIpc()) return Status(ncclUnhandledCudaError, "this CUDA driver has no IPC entry points");
+  CuDevicePtr p = 0;
+  constexpr unsigned kLazyEnablePeerAccess = 1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr*, IpcHandle, unsigned)>(ipcOpenMemHandle_);
+  TH_CHECK(check(fn(&p, handle, kLazyEnablePeerAccess), "cuIpcOpenMemHandle"));
+  return reinterpret_cast<void*>(p);
+}
+
+Status CudaDriver::ipcClose(void* mapped) const {
+  if (!hasIpc()) return Status(ncclUnhandledCudaError, "this CUDA driver has no IPC entry points");
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(ipcCloseMemHandle_);
+  return check(fn(reinterpret_cast<CuDevicePtr>(mapped)), "cuIpcCloseMemHandle");
+}
+
+Status CudaDriver::useDevice(int dev) const {
+  if (currentDevice() == dev) return Status::ok();
+  if (deviceGet_ == nullptr || primaryCtxRetain_ == nullptr || ctxSetCurrent_ == nullptr)
+    return Status(ncclUnhandledCudaError, "the CUDA driver has no cuDevicePrimaryCtxRetain/cuCtxSetCurrent");
+  static std::mutex mu;
+  static void* retained[kMaxDevices] = {};
+  if (dev < 0 || dev >= kMaxDevices) return invalidArgument("CUDA device %d is out of range", dev);
+  void* ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (retained[dev] == nullptr) {
+      int handle = 0;
+      TH_CHECK(check(reinterpret_cast<CuResult (*)(int*, int)>(deviceGet_)(&handle, dev), "cuDeviceGet"));
+      TH_CHECK(check(reinterpret_cast<CuResult (*)(void**, int)>(primaryCtxRetain_)(&retained[dev], handle),
+                     "cuDevicePrimaryCtxRetain"));
+    }
+    ctx = retained[dev];
+  }
+  return check(reinterpret_cast<CuResult (*)(void*)>(ctxSetCurrent_)(ctx), "cuCtxSetCurrent");
 }
 
 int CudaDriver::deviceCount() const {

@@ -48,7 +48,24 @@ class CudaDriver {
   bool isCapturing(cudaStream_t stream) const;
   Result<void*> alloc(size_t bytes) const;
   Status free(void* p) const;
+  // CUDA IPC for memory from alloc() (cuIpcGetMemHandle): a handle another
+  // process opens (cuIpcOpenMemHandle, peer access enabled lazily) to reach the
+  // same memory at an address of its own, until it closes it. Never within one
+  // process (the driver refuses): ranks as threads share addresses anyway.
+  struct IpcHandle {
+    unsigned char bytes[64];
+  };
+  bool hasIpc() const { return ipcGetMemHandle_ != nullptr && ipcOpenMemHandle_ != nullptr && ipcCloseMemHandle_; }
+  Result<IpcHandle> ipcExport(void* base) const;
+  Result<void*> ipcOpen(const IpcHandle& handle) const;
+  Status ipcClose(void* mapped) const;
   int currentDevice() const;  // -1 without a current context
+  // Makes device `dev`'s primary context current on the calling thread (what
+  // cudaSetDevice does), for Theseus's own threads that set up a communicator
+  // recorded on `dev` (grouped initialisation runs each rank on a thread of its
+  // own, as NCCL does). The primary context is retained once per device for the
+  // life of the process, as the CUDA runtime keeps it. No-op when already current.
+  Status useDevice(int dev) const;
   int deviceCount() const;    // -1 when the driver cannot tell
 
  private:
@@ -58,7 +75,8 @@ class CudaDriver {
   Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoD_ = nullptr,
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
      getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr,
-     streamGetCtx_ = nullptr;
+     streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,
+     ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr;
   friend struct DriverLoader;
 };
 

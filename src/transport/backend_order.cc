@@ -110,9 +110,6 @@ bool wantsIbBackend(const BackendContext& ctx) {
 // no network Theseus has.
 Result<bool> checkNetwork(const BackendContext& ctx, const netplugin::NetPlugin* plugin) {
   const TransportConfig& config = ctx.config;
-  static std::atomic<bool> reportedP2p{false};
-  if (config.p2pDisable && !reportedP2p.exchange(true))
-    TH_INFO(log::kInit | log::kNet, "NCCL_P2P_DISABLE=1 has no effect: Theseus has no GPU peer-to-peer transport yet");
   if (config.net.empty()) return plugin != nullptr;
   if (plugin && strcasecmp(config.net.c_str(), plugin->name().c_str()) == 0) return true;
   if (strcasecmp(config.net.c_str(), "IB") == 0) {

@@ -15,8 +15,8 @@ const StringKnob kTransport("THESEUS_TRANSPORT", "auto",
                             "plugin, IB or TCP sockets) or 'socket' (TCP everywhere)");
 const BoolKnob kShmDisable("NCCL_SHM_DISABLE", false, "1 disables the shared-memory transport (TCP sockets instead)");
 const BoolKnob kP2pDisable("NCCL_P2P_DISABLE", false,
-                           "1 disables GPU peer-to-peer transports (CUDA IPC); Theseus has none yet, so it changes "
-                           "nothing today");
+                           "1 disables GPU peer-to-peer transfers (CUDA IPC): the CUDA executor's FIFOs with local "
+                           "peers keep their slots in pinned host memory instead of the receiver's GPU memory");
 const StringKnob kNetPlugin("NCCL_NET_PLUGIN", nullptr,
                             "NCCL net plugins to look for, NCCL's rules (comma list; name or path, then "
                             "libnccl-net-<name>.so; 'none'): the first usable one carries the traffic between hosts "

@@ -43,7 +43,7 @@ struct TransportConfig {
   // Backend choice (backend_order.h).
   std::string net;        // ncclConfig_t.netName / NCCL_NET (TransportOptions::net): by NCCL's name ("Socket"); empty: any
   std::string netPlugin;  // NCCL_NET_PLUGIN (loaded and queried once per process; carries no data yet)
-  bool p2pDisable = false;  // NCCL_P2P_DISABLE: no GPU peer-to-peer backend (none exists yet)
+  bool p2pDisable = false;  // NCCL_P2P_DISABLE: device FIFO slots stay in host memory (no CUDA IPC)
 
   // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
   // connection, and prepare() waiting for the peers' connections.

@@ -43,6 +43,9 @@ struct TransportOptions {
   std::string net;
   // Also set up FIFOs for the device executor with every local peer (collective: equal on all ranks).
   bool deviceFifos = false;
+  // Their payload slots in GPU memory, shared with local peers by CUDA IPC
+  // (the CUDA executor; NCCL_P2P_DISABLE=1 keeps them in host memory).
+  bool deviceFifoSlotsOnGpu = false;
 };
 
 class TransportManager {

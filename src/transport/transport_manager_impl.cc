@@ -377,7 +377,8 @@ Status TransportManagerImpl::setUp() {
     if (DoorbellWord* bell = b->doorbell(); bell != nullptr && bell_ == &localBell_) bell_ = bell;
   }
   if (options_.deviceFifos) {
-    deviceFifos_ = std::make_unique<ShmBackend>(ctx, true, ShmBackend::Role::kDeviceFifos);
+    deviceFifos_ = std::make_unique<ShmBackend>(ctx, true, ShmBackend::Role::kDeviceFifos,
+                                                options_.deviceFifoSlotsOnGpu && !ctx.config.p2pDisable);
     TH_CHECK(deviceFifos_->setUp().withContext("device FIFO set-up"));
   }
   // Ranks on this machine share its cores whatever host they count as (network namespaces,

@@ -1,5 +1,9 @@
 #include "fake_cuda_core.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,25 +37,95 @@ bool findAllocation(const void* p, Allocation* out) {
   return true;
 }
 
+// Device memory is a shared mapping of a memfd of its own, so that an IPC
+// handle can name it to another process; pinned host memory is plain memory.
 void* allocate(size_t bytes, Kind kind, int device) {
+  bytes = bytes == 0 ? 1 : bytes;
   void* p = nullptr;
-  if (posix_memalign(&p, 256, bytes == 0 ? 1 : bytes) != 0) return nullptr;
+  int fd = -1;
+  if (kind == Kind::kDevice) {
+    fd = memfd_create("fake-cuda-device", MFD_CLOEXEC);
+    if (fd < 0) return nullptr;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+        (p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+      close(fd);
+      return nullptr;
+    }
+  } else if (posix_memalign(&p, 256, bytes) != 0) {
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(memoryMutex());
-  allocations()[reinterpret_cast<uintptr_t>(p)] =
-      Allocation{reinterpret_cast<uintptr_t>(p), bytes == 0 ? 1 : bytes, kind, device, true};
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{reinterpret_cast<uintptr_t>(p), bytes, kind, device,
+                                                             true, fd, false};
   return p;
 }
 
 cudaError_t release(void* p, Kind kind) {
   if (p == nullptr) return cudaSuccess;
+  Allocation a;
   {
     std::lock_guard<std::mutex> lock(memoryMutex());
     auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
     if (it == allocations().end() || !it->second.owned || it->second.kind != kind) return cudaErrorInvalidValue;
+    a = it->second;
     allocations().erase(it);
   }
-  free(p);
+  if (a.fd >= 0) {
+    munmap(p, a.bytes);
+    close(a.fd);
+  } else {
+    free(p);
+  }
   return cudaSuccess;
+}
+
+namespace {
+struct IpcHandle {
+  uint64_t magic;
+  int32_t pid;
+  int32_t fd;
+  uint64_t bytes;
+  unsigned char unused[40];
+};
+static_assert(sizeof(IpcHandle) == 64);
+constexpr uint64_t kIpcMagic = 0x4350494b41464355ull;
+}  // namespace
+
+bool ipcExport(const void* p, unsigned char handle[64]) {
+  Allocation a;
+  if (!findAllocation(p, &a) || a.base != reinterpret_cast<uintptr_t>(p) || a.fd < 0 || a.imported) return false;
+  IpcHandle h{kIpcMagic, getpid(), a.fd, a.bytes, {}};
+  memcpy(handle, &h, sizeof(h));
+  return true;
+}
+
+void* ipcOpen(const unsigned char handle[64], int device) {
+  IpcHandle h;
+  memcpy(&h, handle, sizeof(h));
+  if (h.magic != kIpcMagic || h.pid == getpid() || h.bytes == 0) return nullptr;
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);  // the mapping keeps the pages
+  if (p == MAP_FAILED) return nullptr;
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{reinterpret_cast<uintptr_t>(p), h.bytes, Kind::kDevice, device, false, -1, true};
+  return p;
+}
+
+bool ipcClose(void* p) {
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(memoryMutex());
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocations().end() || !it->second.imported) return false;
+    bytes = it->second.bytes;
+    allocations().erase(it);
+  }
+  munmap(p, bytes);
+  return true;
 }
 
 cudaError_t registerHost(void* p, size_t bytes) {

@@ -61,12 +61,21 @@ struct Allocation {
   Kind kind = Kind::kDevice;
   int device = 0;
   bool owned = false;  // allocated by the double (freed by it), not registered
+  int fd = -1;         // device memory: the memfd behind it (what an IPC handle names)
+  bool imported = false;  // another process's device memory, opened by cuIpcOpenMemHandle
 };
 
 // Memory known to the double. find() answers for any address inside a range.
 bool findAllocation(const void* p, Allocation* out);
 void* allocate(size_t bytes, Kind kind, int device);
 cudaError_t release(void* p, Kind kind);
+// CUDA IPC for device memory: a handle naming the allocation's memfd by pid and
+// descriptor; opening maps it again (another address, same pages) in the
+// opening process, as CUDA maps another process's allocation. Opening a handle
+// of one's own process fails, as it does with CUDA.
+bool ipcExport(const void* p, unsigned char handle[64]);
+void* ipcOpen(const unsigned char handle[64], int device);
+bool ipcClose(void* p);
 cudaError_t registerHost(void* p, size_t bytes);
 cudaError_t unregisterHost(void* p);
 

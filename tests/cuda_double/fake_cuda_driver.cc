@@ -89,6 +89,29 @@ FAKE_API int cuMemFree_v2(unsigned long long p) {
                                                                                                   : kInvalidValue;
 }
 
+FAKE_API int cuIpcGetMemHandle(void* handle, unsigned long long p) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  return fakecuda::ipcExport(reinterpret_cast<const void*>(p), static_cast<unsigned char*>(handle)) ? kSuccess
+                                                                                                    : kInvalidValue;
+}
+
+// CUipcMemHandle is passed by value: 64 bytes.
+struct FakeIpcHandle {
+  unsigned char bytes[64];
+};
+FAKE_API int cuIpcOpenMemHandle_v2(unsigned long long* p, FakeIpcHandle handle, unsigned int) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  void* m = fakecuda::ipcOpen(handle.bytes, fakecuda::currentDevice());
+  if (m == nullptr) return kInvalidValue;
+  *p = reinterpret_cast<unsigned long long>(m);
+  return kSuccess;
+}
+
+FAKE_API int cuIpcCloseMemHandle(unsigned long long p) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  return fakecuda::ipcClose(reinterpret_cast<void*>(p)) ? kSuccess : kInvalidValue;
+}
+
 FAKE_API int cuCtxGetCurrent(void** ctx) {
   *ctx = fakecuda::contextCurrent() ? fakecuda::contextOf(fakecuda::currentDevice()) : nullptr;
   return kSuccess;
@@ -98,6 +121,33 @@ FAKE_API int cuCtxGetDevice(int* device) {
   if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
   *device = fakecuda::currentDevice();
   return kSuccess;
+}
+
+// Devices are their ordinals; a device's primary context is contextOf(device).
+FAKE_API int cuDeviceGet(int* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= fakecuda::deviceCount()) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  *device = ordinal;
+  return kSuccess;
+}
+
+FAKE_API int cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  if (device < 0 || device >= fakecuda::deviceCount()) return 101;
+  *ctx = fakecuda::contextOf(device);
+  return kSuccess;
+}
+
+FAKE_API int cuCtxSetCurrent(void* ctx) {
+  if (ctx == nullptr) {
+    fakecuda::contextCurrent() = false;
+    return kSuccess;
+  }
+  for (int d = 0; d < fakecuda::deviceCount(); ++d)
+    if (fakecuda::contextOf(d) == ctx) {
+      fakecuda::currentDevice() = d;
+      fakecuda::contextCurrent() = true;
+      return kSuccess;
+    }
+  return 201;  // CUDA_ERROR_INVALID_CONTEXT
 }
 
 FAKE_API int cuDeviceGetCount(int* n) {

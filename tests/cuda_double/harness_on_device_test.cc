@@ -31,6 +31,8 @@ struct Param {
   bool usesRoot;
   int nranks;
 };
+// How ctest lists a case (the default prints the struct's bytes).
+void PrintTo(const Param& p, std::ostream* os) { *os << p.prog << " on " << p.nranks << " rank(s)"; }
 
 class OnDevice : public testing::TestWithParam<Param> {};
 
@@ -74,6 +76,40 @@ INSTANTIATE_TEST_SUITE_P(Harness, OnDevice, testing::ValuesIn(everyCollective())
                            name = name.substr(0, name.size() - 5);  // drop "_perf"
                            return name + "_" + std::to_string(i.param.nranks) + "ranks";
                          });
+
+// Where the device FIFOs keep their slots: in the receiver's GPU memory,
+// opened by the sender through CUDA IPC (separate processes) or shared as is
+// (ranks as threads of one process, -t 2); in pinned host memory with
+// NCCL_P2P_DISABLE=1. Results are checked in every case.
+TEST(OnDeviceSlots, InGpuMemoryThroughCudaIpcUnlessP2pIsDisabled) {
+  struct Case {
+    int np;
+    const char* threads;
+    const char* p2pDisable;
+    const char* want;
+    const char* unwanted;
+  };
+  const Case cases[] = {{2, "1", "0", "1 with device FIFOs (slots in GPU memory with 1)", "keep their slots in host memory"},
+                        {4, "1", "0", "3 with device FIFOs (slots in GPU memory with 3)", "keep their slots in host memory"},
+                        {1, "2", "0", "1 with device FIFOs (slots in GPU memory with 1)", "keep their slots in host memory"},
+                        {2, "1", "1", "1 with device FIFOs", "slots in GPU memory"}};
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(c.np), "--timeout", "100", "--",
+                                     std::string(PERF_BIN_DIR) + "/all_reduce_perf_cuda_double",
+                                     "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-o", "sum,avg",
+                                     "-t", c.threads, "-T", "30"};
+    ProcResult r = runProcess(argv,
+                              {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"},
+                               {"NCCL_P2P_DISABLE", c.p2pDisable}},
+                              120);
+    const std::string what = "np " + std::to_string(c.np) + " -t " + c.threads + " NCCL_P2P_DISABLE=" + c.p2pDisable;
+    ASSERT_EQ(r.exitCode, 0) << what << "\n" << diag(r);
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << what << "\n" << diag(r);
+    const std::string all = r.out + r.err;
+    EXPECT_NE(all.find(c.want), std::string::npos) << what << "\n" << diag(r);
+    EXPECT_EQ(all.find(c.unwanted), std::string::npos) << what << "\n" << diag(r);
+  }
+}
 
 }  // namespace
 }  // namespace theseus::test

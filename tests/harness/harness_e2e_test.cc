@@ -44,6 +44,8 @@ struct Param {
   bool usesRoot;
   int nranks;
 };
+// How ctest lists a case (the default prints the struct's bytes).
+void PrintTo(const Param& p, std::ostream* os) { *os << p.prog << " on " << p.nranks << " rank(s)"; }
 
 class EveryCollective : public testing::TestWithParam<Param> {};
 

@@ -6,8 +6,10 @@
 // its zero-copy probe region (SharedMemoryRegistry::probeLocator).
 // Each rank then tries, for every peer on its host that offers shm, to map the
 // peer's inbox and to open the peer's probe region.
-// Round 2 (allGather): each rank publishes, per peer, "I mapped your inbox" and
-// "I can map your memory". A pair uses shm only when both mapped each other,
+// Device FIFOs whose slots live in GPU memory (device_inbox.h) also publish
+// their device inbox's locator in round 1, and each rank opens its peers'.
+// Round 2 (allGather): each rank publishes, per peer, "I mapped your inbox",
+// "I can map your memory" and "I opened your device inbox". A pair uses shm only when both mapped each other,
 // so both sides always agree on the transport of the pair (a rank with
 // NCCL_SHM_DISABLE=1, or a container that cannot see a peer's /dev/shm, makes
 // the pair fall back to TCP instead of hanging). A sender sends zero-copy only
@@ -28,6 +30,7 @@
 
 #include "common/log.h"
 #include "transport/shared_memory_registry.h"
+#include "transport/shm/device_inbox.h"
 #include "transport/shm/shm_backend.h"
 
 namespace theseus::transport {
@@ -38,6 +41,7 @@ struct ShmBackend::PeerSetup {
   bool shm = false;
   std::string inbox;
   std::string probe;
+  std::string deviceInbox;  // "" when its device FIFOs keep host slots
 };
 
 namespace {
@@ -57,21 +61,22 @@ uint64_t processCookie() {
   return cookie;
 }
 
-constexpr const char* kSetupVersion = "theseus-transport 1";
+constexpr const char* kSetupVersion = "theseus-transport 2";
 
-std::string encodeSetup(int pid, uint64_t cookie, bool shm, const std::string& inbox, const std::string& probe) {
+std::string encodeSetup(int pid, uint64_t cookie, bool shm, const std::string& inbox, const std::string& probe,
+                        const std::string& deviceInbox) {
   char head[128];
   snprintf(head, sizeof(head), "%s\n%d\n%016" PRIx64 "\n%d\n", kSetupVersion, pid, cookie, shm ? 1 : 0);
-  return std::string(head) + inbox + "\n" + probe + "\n";
+  return std::string(head) + inbox + "\n" + probe + "\n" + deviceInbox + "\n";
 }
 
 bool decodeSetup(const std::string& text, int* pid, uint64_t* cookie, bool* shm, std::string* inbox,
-                 std::string* probe) {
+                 std::string* probe, std::string* deviceInbox) {
   std::istringstream in(text);
   std::string version, pidText, cookieText, shmText;
   if (!std::getline(in, version) || version != kSetupVersion) return false;
   if (!std::getline(in, pidText) || !std::getline(in, cookieText) || !std::getline(in, shmText)) return false;
-  if (!std::getline(in, *inbox) || !std::getline(in, *probe)) return false;
+  if (!std::getline(in, *inbox) || !std::getline(in, *probe) || !std::getline(in, *deviceInbox)) return false;
   char* end = nullptr;
   long p = strtol(pidText.c_str(), &end, 10);
   if (*end != '\0' || p <= 0) return false;
@@ -84,10 +89,17 @@ bool decodeSetup(const std::string& text, int* pid, uint64_t* cookie, bool* shm,
 
 }  // namespace
 
-ShmBackend::ShmBackend(const BackendContext& ctx, bool enabled, Role role)
-    : ctx_(ctx), enabled_(enabled), role_(role), mine_(static_cast<size_t>(ctx.nranks), false) {}
+ShmBackend::ShmBackend(const BackendContext& ctx, bool enabled, Role role, bool slotsOnDevice)
+    : ctx_(ctx),
+      enabled_(enabled),
+      role_(role),
+      slotsOnDevice_(slotsOnDevice && role == Role::kDeviceFifos),
+      mine_(static_cast<size_t>(ctx.nranks), false),
+      sendOnDevice_(static_cast<size_t>(ctx.nranks), false),
+      recvOnDevice_(static_cast<size_t>(ctx.nranks), false) {}
 
 ShmBackend::~ShmBackend() {
+  deviceInbox_.reset();
   regions_.reset();  // unmaps peers' regions before the domain goes
   domain_.reset();
 }
@@ -121,7 +133,15 @@ Status ShmBackend::setUp() {
       offerShm = false;
     }
   }
-  std::string mine = encodeSetup(getpid(), processCookie(), offerShm, domain_ ? domain_->locator() : "", probe);
+  if (offerShm && slotsOnDevice_) {
+    auto d = DeviceInbox::create(domain_->dataAreaBytes(-1), getpid(), processCookie());
+    if (d.isOk())
+      deviceInbox_ = d.take();
+    else
+      TH_WARN("device FIFOs keep their slots in host memory (no CUDA IPC): %s", d.status().message().c_str());
+  }
+  std::string mine = encodeSetup(getpid(), processCookie(), offerShm, domain_ ? domain_->locator() : "", probe,
+                                 deviceInbox_ ? deviceInbox_->locator() : "");
   std::vector<std::string> gathered;
   TH_CHECK(boot.allGather(mine, &gathered).withContext("exchanging transport set-up"));
   if (gathered.size() != static_cast<size_t>(ctx_.nranks))
@@ -131,12 +151,15 @@ Status ShmBackend::setUp() {
   bool anyShm = false;
   for (int r = 0; r < ctx_.nranks; ++r) {
     PeerSetup& s = all[r];
-    if (!decodeSetup(gathered[r], &s.pid, &s.cookie, &s.shm, &s.inbox, &s.probe))
+    if (!decodeSetup(gathered[r], &s.pid, &s.cookie, &s.shm, &s.inbox, &s.probe, &s.deviceInbox))
       return remoteError("rank %d published malformed transport set-up (a different library version?)", r);
     anyShm |= s.shm;
   }
   if (anyShm) TH_CHECK(mapPeers(all));
-  if (peerCount_ == 0) domain_.reset();
+  if (peerCount_ == 0) {
+    deviceInbox_.reset();
+    domain_.reset();
+  }
   if (domain_ != nullptr) regions_ = std::make_unique<RegionCache>(ctx_.config.regionCacheEntries);
   return Status::ok();
 }
@@ -147,7 +170,8 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
   const auto& peers = boot.peers();
   const auto& local = boot.localRanks();
   const PeerSetup& me = all[rank];
-  std::string flags(nranks, '0');  // per peer: bit 0 = mapped its inbox, bit 1 = can map its memory
+  // Per peer: bit 0 = mapped its inbox, bit 1 = can map its memory, bit 2 = opened its device inbox.
+  std::string flags(nranks, '0');
   for (size_t li = 0; li < local.size() && domain_ != nullptr; ++li) {
     int r = local[li];
     if (r == rank || r < 0 || r >= nranks || !all[r].shm) continue;
@@ -167,7 +191,14 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
     info.checkLiveness = memOk && !info.sameProcess;  // its pid is meaningful in our namespace
     Status s = domain_->mapPeer(info, all[r].inbox);
     if (!s.isOk()) TH_WARN("cannot map rank %d's shared-memory inbox, using TCP with it: %s", r, s.message().c_str());
-    flags[r] = static_cast<char>('0' + (s.isOk() ? 1 : 0) + (memOk ? 2 : 0));
+    bool deviceOk = false;
+    if (s.isOk() && deviceInbox_ != nullptr && !all[r].deviceInbox.empty()) {
+      Status d = deviceInbox_->openPeer(r, all[r].deviceInbox, domain_->dataAreaBytes(r));
+      deviceOk = d.isOk();
+      if (!deviceOk)
+        TH_WARN("device FIFOs to rank %d keep their slots in host memory: %s", r, d.message().c_str());
+    }
+    flags[r] = static_cast<char>('0' + (s.isOk() ? 1 : 0) + (memOk ? 2 : 0) + (deviceOk ? 4 : 0));
   }
   std::vector<std::string> gathered;
   TH_CHECK(boot.allGather(flags, &gathered).withContext("exchanging shared-memory mapping results"));
@@ -183,6 +214,8 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
       mine_[r] = true;
       ++peerCount_;
       domain_->setDirectOk(r, (bits & 2) != 0);
+      sendOnDevice_[r] = ((flags[r] - '0') & 4) != 0;  // this rank writes into r's device inbox
+      recvOnDevice_[r] = (bits & 4) != 0;              // r writes into this rank's
     } else {
       domain_->dropPeer(r);
     }
@@ -208,7 +241,11 @@ Result<std::unique_ptr<RecvConnection>> ShmBackend::connectRecv(int peer, int ch
 DoorbellWord* ShmBackend::doorbell() { return domain_ != nullptr ? domain_->bell() : nullptr; }
 
 std::string ShmBackend::summary() const {
-  return std::to_string(peerCount_) + (role_ == Role::kDeviceFifos ? " with device FIFOs" : " peers over shm");
+  if (role_ != Role::kDeviceFifos) return std::to_string(peerCount_) + " peers over shm";
+  int onDevice = 0;
+  for (int r = 0; r < ctx_.nranks; ++r) onDevice += sendOnDevice_[r] && recvOnDevice_[r];
+  return std::to_string(peerCount_) + " with device FIFOs" +
+         (slotsOnDevice_ ? " (slots in GPU memory with " + std::to_string(onDevice) + ")" : "");
 }
 
 uint64_t ShmBackend::memoryBytes() const { return domain_ ? domain_->inboxBytes() : 0; }
@@ -224,6 +261,11 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   f.slots = v.slots;
   f.slotBytes = v.slotBytes;
   f.memory = device::MemoryKind::kHost;
+  if (send ? sendOnDevice_[peer] : recvOnDevice_[peer]) {
+    char* area = send ? deviceInbox_->peerBase(peer) : deviceInbox_->base();
+    f.data = area + v.areaOffset;
+    f.memory = device::MemoryKind::kDevice;
+  }
   std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
   return f;
 }

@@ -17,9 +17,11 @@ namespace theseus::transport {
 class ShmBackend final : public Backend {
  public:
   // kConnections: the host executor's connections. kDeviceFifos: a second set
-  // of inboxes whose FIFOs the device executor drives itself (deviceFifo()).
+  // of inboxes whose FIFOs the device executor drives itself (deviceFifo()),
+  // their slots in GPU memory shared by CUDA IPC when `slotsOnDevice` and the
+  // pair could open it (device_inbox.h), else in the inbox.
   enum class Role { kConnections, kDeviceFifos };
-  ShmBackend(const BackendContext& ctx, bool enabled, Role role = Role::kConnections);
+  ShmBackend(const BackendContext& ctx, bool enabled, Role role = Role::kConnections, bool slotsOnDevice = false);
   ~ShmBackend() override;
 
   Kind kind() const override { return Kind::kShm; }
@@ -40,7 +42,10 @@ class ShmBackend final : public Backend {
   BackendContext ctx_;
   bool enabled_;
   Role role_;
+  bool slotsOnDevice_;
   std::vector<bool> mine_;  // per rank: a mutually mapped shm peer
+  std::vector<bool> sendOnDevice_, recvOnDevice_;  // per rank and direction: device FIFO slots in GPU memory
+  std::unique_ptr<class DeviceInbox> deviceInbox_;
   int peerCount_ = 0;
   std::unique_ptr<ShmDomain> domain_;
   std::unique_ptr<RegionCache> regions_;

@@ -169,6 +169,12 @@ Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel) {
   return f;
 }
 
+size_t ShmDomain::dataAreaBytes(int peer) const {
+  if (peer < 0) return static_cast<size_t>(params_.nLocal) * params_.nChannels * dataStride_;
+  Peer* p = findPeer(peer);
+  return p != nullptr ? static_cast<size_t>(params_.nLocal) * p->nChannels * p->dataStride : 0;
+}
+
 std::pair<void*, size_t> ShmDomain::segmentOf(int peer, bool send) const {
   if (!send) return {inbox_->base(), inbox_->size()};
   Peer* p = findPeer(peer);

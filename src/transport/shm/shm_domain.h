@@ -75,6 +75,9 @@ class ShmDomain {
   // The FIFOs themselves (pages populated), for users other than the connection objects.
   Result<shm::FifoView> sendFifo(int peer, int channel);
   Result<shm::FifoView> recvFifo(int peer, int channel);
+  // Bytes of the FIFO data area of `peer`'s inbox, or of this rank's own for -1
+  // (the geometry of a device inbox, device_inbox.h).
+  size_t dataAreaBytes(int peer) const;
   // The mapping holding the FIFOs to `peer` (its inbox) or from it (this rank's inbox).
   std::pair<void*, size_t> segmentOf(int peer, bool send) const;
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters,

@@ -41,6 +41,7 @@ struct FifoView {
   uint32_t slots;
   uint64_t slotBytes;
   size_t dataOffset;  // within its segment, for reserve()
+  size_t areaOffset;  // within the inbox's data area (FIFO index * data stride): device_inbox.h keeps that geometry
   size_t dataBytes;
   void* syncKey;      // see tsanKey()
 };
@@ -51,7 +52,8 @@ inline FifoView fifoAt(char* base, uint64_t controlOffset, uint64_t controlStrid
   char* ctl = base + controlOffset + index * controlStride;
   v.ctl = reinterpret_cast<FifoControl*>(ctl);
   v.headers = reinterpret_cast<SlotHeader*>(ctl + sizeof(FifoControl));
-  v.dataOffset = dataOffset + index * dataStride;
+  v.areaOffset = index * dataStride;
+  v.dataOffset = dataOffset + v.areaOffset;
   v.data = base + v.dataOffset;
   v.slots = slots;
   v.slotBytes = slotBytes;

@@ -1,0 +1,71 @@
+// DeviceInbox: the data areas of a rank's device FIFOs in GPU memory, shared
+// with its local peers through CUDA IPC.
+//
+// The device FIFOs (ShmBackend, Role::kDeviceFifos) keep their control blocks
+// and slot headers in the shared-memory inbox (pinned, mapped: both kernels
+// and host threads read them), but their payload slots move here: one
+// cuMemAlloc of the inbox's data geometry (FIFO k at k * dataStride) on the
+// rank's device. A sender's kernel writes a slice straight into the
+// receiver's GPU memory (a peer write over NVLink/PCIe P2P, or within one GPU
+// for ranks sharing it) and the receiver's kernel reads and reduces it from
+// its own HBM, instead of both crossing PCIe to host memory.
+//
+// Set-up, inside ShmBackend's two rounds: round 1 publishes locator() (the IPC
+// handle, the device, the size and the address); every rank opens each local
+// peer's (openPeer) and round 2 says which opens worked. A pair's direction
+// uses device slots only when the sender opened the receiver's area, so both
+// sides agree; otherwise it keeps the host slots of the inbox. Ranks that are
+// threads of one process share addresses: the peer's pointer is used as is,
+// when both ranks use the same device (no peer access is enabled here).
+//
+// Memory ordering is the FIFO protocol's (shm_layout.h): the sender's kernel
+// fences at system scope after the payload and before the head it publishes,
+// the receiver acquires the head at system scope before reading the payload.
+// Teardown closes the peers' mappings before freeing its own area; a
+// communicator is destroyed only once its kernels finished.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace theseus::transport {
+
+class DeviceInbox {
+ public:
+  // Allocates `bytes` on the calling thread's current CUDA device and exports
+  // it. An error when CUDA, a current device or IPC is missing (the caller then
+  // keeps host slots).
+  static Result<std::unique_ptr<DeviceInbox>> create(size_t bytes, int pid, uint64_t processCookie);
+  ~DeviceInbox();
+  DeviceInbox(const DeviceInbox&) = delete;
+  DeviceInbox& operator=(const DeviceInbox&) = delete;
+
+  // What round 1 publishes: one line, no spaces.
+  const std::string& locator() const { return locator_; }
+  char* base() const { return base_; }
+  size_t bytes() const { return bytes_; }
+  // Maps rank `rank`'s published area, which must hold at least `needBytes`.
+  Status openPeer(int rank, const std::string& locator, size_t needBytes);
+  // The peer's area mapped here, or nullptr.
+  char* peerBase(int rank) const;
+
+ private:
+  DeviceInbox() = default;
+  struct Peer {
+    int rank = -1;
+    char* base = nullptr;
+    bool imported = false;  // opened through IPC (closed at teardown)
+  };
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = -1;
+  int pid_ = 0;
+  uint64_t cookie_ = 0;
+  std::string locator_;
+  std::vector<Peer> peers_;
+};
+
+}  // namespace theseus::transport
