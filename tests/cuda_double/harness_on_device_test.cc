@@ -6,9 +6,8 @@
 // CUDA executor for every operation (no staging fallback warning).
 #include <gtest/gtest.h>
 
-#include <regex>
-#include <sstream>
 
+#include "perf_matrix.h"
 #include "proc_runner.h"
 
 namespace theseus::test {
@@ -16,28 +15,10 @@ namespace {
 
 std::string diag(const ProcResult& r) { return "exit " + std::to_string(r.exitCode) + "\n" + r.out + "\n" + r.err; }
 
-int dataRows(const std::string& out) {
-  std::istringstream in(out);
-  int n = 0;
-  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +\S+ +\S+ +-?[0-9]+ .*)");
-  for (std::string line; std::getline(in, line);)
-    if (std::regex_match(line, kRow)) ++n;
-  return n;
-}
-
-struct Param {
-  const char* prog;
-  bool usesOp;
-  bool usesRoot;
-  int nranks;
-};
-// How ctest lists a case (the default prints the struct's bytes).
-void PrintTo(const Param& p, std::ostream* os) { *os << p.prog << " on " << p.nranks << " rank(s)"; }
-
-class OnDevice : public testing::TestWithParam<Param> {};
+class OnDevice : public testing::TestWithParam<PerfCase> {};
 
 TEST_P(OnDevice, EveryTypeAndOpThroughTheCudaExecutor) {
-  const Param p = GetParam();
+  const PerfCase p = GetParam();
   // Sizes 8 B (counts that round to 0 or 1), 256 B, 8 KiB and 256 KiB (several
   // slices per connection), one timed iteration; a hang is aborted after 30 s.
   std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(p.nranks), "--timeout", "200", "--",
@@ -52,30 +33,11 @@ TEST_P(OnDevice, EveryTypeAndOpThroughTheCudaExecutor) {
   EXPECT_NE(r.out.find("Theseus CUDA test double"), std::string::npos) << "device buffers expected\n" << diag(r);
   EXPECT_EQ(r.err.find("staged through host memory"), std::string::npos) << diag(r);
   // -o all: every (type, op) pair but fp8 avg/mulsum (NCCL has none): 68 pairs; 4 sizes.
-  EXPECT_EQ(dataRows(r.out), (p.usesOp ? 68 : 12) * 4) << diag(r);
+  EXPECT_EQ(perfDataRows(r.out), (p.usesOp ? 68 : 12) * 4) << diag(r);
 }
 
-std::vector<Param> everyCollective() {
-  const Param base[] = {{"all_reduce_perf", true, false, 0},     {"all_gather_perf", false, false, 0},
-                        {"broadcast_perf", false, true, 0},      {"reduce_perf", true, true, 0},
-                        {"reduce_scatter_perf", true, false, 0}, {"alltoall_perf", false, false, 0},
-                        {"gather_perf", false, true, 0},         {"scatter_perf", false, true, 0},
-                        {"sendrecv_perf", false, false, 0},      {"hypercube_perf", false, false, 0}};
-  std::vector<Param> all;
-  for (Param p : base)
-    for (int n : {1, 2, 4}) {
-      p.nranks = n;
-      all.push_back(p);
-    }
-  return all;
-}
-
-INSTANTIATE_TEST_SUITE_P(Harness, OnDevice, testing::ValuesIn(everyCollective()),
-                         [](const testing::TestParamInfo<Param>& i) {
-                           std::string name = i.param.prog;
-                           name = name.substr(0, name.size() - 5);  // drop "_perf"
-                           return name + "_" + std::to_string(i.param.nranks) + "ranks";
-                         });
+INSTANTIATE_TEST_SUITE_P(Harness, OnDevice, testing::ValuesIn(everyPerfProgram({1, 2, 4})),
+                         perfCaseName);
 
 // Where the device FIFOs keep their slots: in the receiver's GPU memory,
 // opened by the sender through CUDA IPC (separate processes) or shared as is

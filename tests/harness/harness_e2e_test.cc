@@ -7,9 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <regex>
-#include <sstream>
 
+#include "perf_matrix.h"
 #include "proc_runner.h"
 
 namespace theseus::test {
@@ -29,28 +28,10 @@ ProcResult launch(int np, const std::string& prog, const std::vector<std::string
   return runProcess(argv, {}, 150);
 }
 
-int dataRows(const std::string& out) {
-  std::istringstream in(out);
-  int n = 0;
-  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +\S+ +\S+ +-?[0-9]+ .*)");
-  for (std::string line; std::getline(in, line);)
-    if (std::regex_match(line, kRow)) ++n;
-  return n;
-}
-
-struct Param {
-  const char* prog;
-  bool usesOp;
-  bool usesRoot;
-  int nranks;
-};
-// How ctest lists a case (the default prints the struct's bytes).
-void PrintTo(const Param& p, std::ostream* os) { *os << p.prog << " on " << p.nranks << " rank(s)"; }
-
-class EveryCollective : public testing::TestWithParam<Param> {};
+class EveryCollective : public testing::TestWithParam<PerfCase> {};
 
 TEST_P(EveryCollective, ChecksEveryTypeAndOp) {
-  const Param p = GetParam();
+  const PerfCase p = GetParam();
   // Two sizes (8 B: counts that round to 0 or 1; 1 KiB: every rank has several
   // elements), one timed iteration, rank 0's time (-a 0: one bookkeeping
   // all-reduce less per measurement), so the whole matrix stays quick.
@@ -67,30 +48,11 @@ TEST_P(EveryCollective, ChecksEveryTypeAndOp) {
   ASSERT_EQ(r.exitCode, 0) << diag(r);
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
   // -o all: every (type, op) pair but fp8 avg/mulsum (NCCL has none): 68 pairs; 2 sizes.
-  EXPECT_EQ(dataRows(r.out), (p.usesOp ? 68 : 12) * 2) << diag(r);
+  EXPECT_EQ(perfDataRows(r.out), (p.usesOp ? 68 : 12) * 2) << diag(r);
 }
 
-std::vector<Param> everyCollective() {
-  const Param base[] = {{"all_reduce_perf", true, false, 0},     {"all_gather_perf", false, false, 0},
-                        {"broadcast_perf", false, true, 0},      {"reduce_perf", true, true, 0},
-                        {"reduce_scatter_perf", true, false, 0}, {"alltoall_perf", false, false, 0},
-                        {"gather_perf", false, true, 0},         {"scatter_perf", false, true, 0},
-                        {"sendrecv_perf", false, false, 0},      {"hypercube_perf", false, false, 0}};
-  std::vector<Param> all;
-  for (Param p : base)
-    for (int n = 1; n <= 4; ++n) {
-      p.nranks = n;
-      all.push_back(p);
-    }
-  return all;
-}
-
-INSTANTIATE_TEST_SUITE_P(Harness, EveryCollective, testing::ValuesIn(everyCollective()),
-                         [](const testing::TestParamInfo<Param>& i) {
-                           std::string name = i.param.prog;
-                           name = name.substr(0, name.size() - 5);  // drop "_perf"
-                           return name + "_" + std::to_string(i.param.nranks) + "ranks";
-                         });
+INSTANTIATE_TEST_SUITE_P(Harness, EveryCollective, testing::ValuesIn(everyPerfProgram({1, 2, 3, 4})),
+                         perfCaseName);
 
 TEST(HarnessE2E, SeveralRanksPerProcess) {
   for (const std::vector<std::string>& v : {std::vector<std::string>{"-g", "2"}, {"-t", "2"}, {"-t", "2", "-p", "1"}}) {
