@@ -55,7 +55,6 @@ Result<std::unique_ptr<DeviceInbox>> DeviceInbox::create(size_t bytes, int pid, 
   void* p = nullptr;
   TH_ASSIGN(p, cuda->alloc(bytes));
   in->base_ = static_cast<char*>(p);
-  in->bytes_ = bytes;
   in->device_ = dev;
   in->pid_ = pid;
   in->cookie_ = processCookie;

@@ -46,7 +46,6 @@ class DeviceInbox {
   // What round 1 publishes: one line, no spaces.
   const std::string& locator() const { return locator_; }
   char* base() const { return base_; }
-  size_t bytes() const { return bytes_; }
   // Maps rank `rank`'s published area, which must hold at least `needBytes`.
   Status openPeer(int rank, const std::string& locator, size_t needBytes);
   // The peer's area mapped here, or nullptr.
@@ -60,7 +59,6 @@ class DeviceInbox {
     bool imported = false;  // opened through IPC (closed at teardown)
   };
   char* base_ = nullptr;
-  size_t bytes_ = 0;
   int device_ = -1;
   int pid_ = 0;
   uint64_t cookie_ = 0;
