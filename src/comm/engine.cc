@@ -174,17 +174,41 @@ Status Engine::registerBuffer(void* buff, size_t size, void** handle) {
   const bool host = buff != nullptr && size > 0 && (cuda == nullptr || !cuda->isDevicePointer(buff));
   if (host && comm_.transports() != nullptr)
     comm_.transports()->registerUserBuffer(reinterpret_cast<uint64_t>(*handle), buff, size);
+  if (!host) exportDeviceBuffer(reinterpret_cast<uint64_t>(*handle), buff, size);
   return Status::ok();
 }
 
 Status Engine::deregisterBuffer(void* handle) {
   // The transports first: once this returns the user may free the memory.
-  if (comm_.transports() != nullptr) comm_.transports()->deregisterUserBuffer(reinterpret_cast<uint64_t>(handle));
+  if (comm_.transports() != nullptr) {
+    comm_.transports()->deregisterUserBuffer(reinterpret_cast<uint64_t>(handle));
+    comm_.transports()->deregisterDeviceBuffer(reinterpret_cast<uint64_t>(handle));
+  }
   return registrations_.deregisterBuffer(handle);
 }
 
+// Device buffers that local peers' device executors may read in place
+// (ncclCommRegister and window registrations alike); a buffer that cannot be
+// shared keeps going through FIFO slots, with an INFO line saying why.
+void Engine::exportDeviceBuffer(uint64_t id, void* buff, size_t size) {
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (buff == nullptr || size == 0 || cuda == nullptr || !cuda->isDevicePointer(buff) || comm_.transports() == nullptr)
+    return;
+  Status s = comm_.transports()->registerDeviceBuffer(id, buff, size);
+  if (!s.isOk())
+    TH_INFO(log::kReg, "rank %d: registered device buffer %p (%zu bytes) is not read in place by local peers: %s",
+            comm_.rank(), buff, size, s.message().c_str());
+}
+
 Status Engine::registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) {
-  return registrations_.registerWindow(&comm_, comm_.rank(), comm_.nranks(), buff, size, win, flags);
+  TH_CHECK(registrations_.registerWindow(&comm_, comm_.rank(), comm_.nranks(), buff, size, win, flags));
+  exportDeviceBuffer(reinterpret_cast<uint64_t>(*win), buff, size);
+  return Status::ok();
+}
+
+Status Engine::deregisterWindow(ncclWindow_t win) {
+  if (comm_.transports() != nullptr) comm_.transports()->deregisterDeviceBuffer(reinterpret_cast<uint64_t>(win));
+  return registrations_.deregisterWindow(win);
 }
 
 Result<void*> Engine::windowUserPtr(ncclWindow_t win) const {

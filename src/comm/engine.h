@@ -69,7 +69,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   Status registerBuffer(void* buff, size_t size, void** handle) override;
   Status deregisterBuffer(void* handle) override;
   Status registerWindow(void* buff, size_t size, ncclWindow_t* win, int flags) override;
-  Status deregisterWindow(ncclWindow_t win) override { return registrations_.deregisterWindow(win); }
+  Status deregisterWindow(ncclWindow_t win) override;
   Result<void*> windowUserPtr(ncclWindow_t win) const override;
 
   Memory memory() const override;
@@ -86,6 +86,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   std::vector<uint64_t> recentSizes() override { return memo_.recentSizes(); }
 
  private:
+  void exportDeviceBuffer(uint64_t id, void* buff, size_t size);
 
   exec::Plan* nextPlan();
   Status lowerCollective(const OpDesc& op, exec::Plan& plan);

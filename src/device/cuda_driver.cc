@@ -44,6 +44,7 @@ struct DriverLoader {
     d->ipcGetMemHandle_ = dlsym(h, "cuIpcGetMemHandle");
     d->ipcOpenMemHandle_ = dlsym(h, "cuIpcOpenMemHandle_v2");
     d->ipcCloseMemHandle_ = dlsym(h, "cuIpcCloseMemHandle");
+    d->memGetAddressRange_ = dlsym(h, "cuMemGetAddressRange_v2");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
@@ -176,6 +177,18 @@ Result<CudaDriver::IpcHandle> CudaDriver::ipcExport(void* base) const {
   auto fn = reinterpret_cast<CuResult (*)(IpcHandle*, CuDevicePtr)>(ipcGetMemHandle_);
   TH_CHECK(check(fn(&h, reinterpret_cast<CuDevicePtr>(base)), "cuIpcGetMemHandle"));
   return h;
+}
+
+Status CudaDriver::allocationRange(const void* p, void** base, size_t* bytes) const {
+  if (memGetAddressRange_ == nullptr)
+    return Status(ncclUnhandledCudaError, "this CUDA driver has no cuMemGetAddressRange");
+  CuDevicePtr b = 0;
+  size_t n = 0;
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr*, size_t*, CuDevicePtr)>(memGetAddressRange_);
+  TH_CHECK(check(fn(&b, &n, reinterpret_cast<CuDevicePtr>(p)), "cuMemGetAddressRange"));
+  *base = reinterpret_cast<void*>(b);
+  *bytes = n;
+  return Status::ok();
 }
 
 Result<void*> CudaDriver::ipcOpen(const IpcHandle& handle) const {

@@ -57,6 +57,9 @@ class CudaDriver {
   };
   bool hasIpc() const { return ipcGetMemHandle_ != nullptr && ipcOpenMemHandle_ != nullptr && ipcCloseMemHandle_; }
   Result<IpcHandle> ipcExport(void* base) const;
+  // The allocation (cuMemAlloc/cudaMalloc) that holds `p`: its base and size,
+  // what an IPC handle names (cuMemGetAddressRange).
+  Status allocationRange(const void* p, void** base, size_t* bytes) const;
   Result<void*> ipcOpen(const IpcHandle& handle) const;
   Status ipcClose(void* mapped) const;
   int currentDevice() const;  // -1 without a current context
@@ -76,7 +79,8 @@ class CudaDriver {
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
      getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr,
      streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,
-     ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr;
+     ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr,
+     memGetAddressRange_ = nullptr;
   friend struct DriverLoader;
 };
 

@@ -18,6 +18,8 @@ enum SlotKind : uint32_t {
   kSlotInline = 1,         // payload in the slot
   kSlotDirectRegion = 2,   // payload in a region of the SharedMemoryRegistry of process `pid`
   kSlotDirectAddress = 3,  // payload at `address` in the receiver's own process (same address space)
+  kSlotDirectDevice = 4,   // device FIFOs: payload in the sender's registered device buffer, its export
+                           // `regionId` at `offset` (shm/device_exports.h)
 };
 
 struct alignas(64) SlotHeader {

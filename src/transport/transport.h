@@ -101,6 +101,27 @@ struct DeviceFifo {
   // The mapping that holds the FIFO (an executor may need to register it with a device).
   void* segmentBase = nullptr;
   size_t segmentBytes = 0;
+  // Zero-copy reads of registered device buffers with this peer (shm/device_exports.h), else null:
+  // a send FIFO's acks (uint64_t[kMaxEntries]: the generation of each of this rank's exports the
+  // peer mapped), a receive FIFO's imports (where this rank mapped the peer's exports), and the
+  // mapping that holds them (registered like the segment).
+  uint64_t* directAcks = nullptr;
+  const void* directImports = nullptr;  // DeviceImport[DeviceExports::kMaxEntries]
+  void* directTablesBase = nullptr;
+  size_t directTablesBytes = 0;
+};
+
+// Zero-copy reads of registered device buffers (shm/device_exports.h): where
+// a peer's exported allocation is mapped here (exec/device/dev_plan.h mirrors
+// it), and the export holding a range, as the sender's lowering needs it.
+struct DeviceImport {
+  char* base = nullptr;  // null: not mapped
+  uint64_t bytes = 0;
+};
+struct DeviceExportRef {
+  int32_t entry = -1;  // -1: the range is in no exported allocation
+  uint64_t generation = 0;
+  const char* base = nullptr;  // the allocation's base here (direct messages carry offsets from it)
 };
 
 // Per-peer counters the transports maintain; attributes and policies read them.

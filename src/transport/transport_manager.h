@@ -105,6 +105,21 @@ class TransportManager {
   virtual void registerUserBuffer(uint64_t id, const void* base, size_t size) { (void)id, (void)base, (void)size; }
   virtual void deregisterUserBuffer(uint64_t id) { (void)id; }
 
+  // ncclCommRegister'ed device buffers (shm/device_exports.h): local peers' device executors
+  // read them in place. An error says why this one is not shared (the caller keeps FIFO slots).
+  virtual Status registerDeviceBuffer(uint64_t id, const void* base, size_t size) {
+    (void)id, (void)base, (void)size;
+    return Status::ok();
+  }
+  virtual void deregisterDeviceBuffer(uint64_t id) { (void)id; }
+  // The export holding [p, p + bytes) for the device executor's lowering (entry -1: none).
+  virtual DeviceExportRef deviceExport(const void* p, size_t bytes) const {
+    (void)p, (void)bytes;
+    return {};
+  }
+  // Maps what local peers exported since the last call (the device executor calls it per group).
+  virtual void refreshDeviceImports() {}
+
   // THESEUS_EMULATE's state for this communicator, or null when emulation is off.
   virtual LinkEmulation* emulation() { return nullptr; }
 };

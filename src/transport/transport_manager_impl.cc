@@ -276,6 +276,22 @@ uint64_t TransportManagerImpl::memoryBytes() const {
   return bytes;
 }
 
+Status TransportManagerImpl::registerDeviceBuffer(uint64_t id, const void* base, size_t size) {
+  return deviceFifos_ != nullptr ? deviceFifos_->exportDeviceBuffer(id, base, size) : Status::ok();
+}
+
+void TransportManagerImpl::deregisterDeviceBuffer(uint64_t id) {
+  if (deviceFifos_ != nullptr) deviceFifos_->withdrawDeviceBuffer(id);
+}
+
+DeviceExportRef TransportManagerImpl::deviceExport(const void* p, size_t bytes) const {
+  return deviceFifos_ != nullptr ? deviceFifos_->findDeviceExport(p, bytes) : DeviceExportRef{};
+}
+
+void TransportManagerImpl::refreshDeviceImports() {
+  if (deviceFifos_ != nullptr) deviceFifos_->refreshDeviceImports();
+}
+
 // Local peers: the shm backend's device FIFOs. Peers on other hosts: a proxied FIFO
 // (fifo_proxy.h) over a connection of the second channel set (channel + channels_).
 Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool send) {

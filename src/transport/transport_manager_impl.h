@@ -44,6 +44,10 @@ class TransportManagerImpl final : public TransportManager {
   void deregisterUserBuffer(uint64_t id) override;
   LinkEmulation* emulation() override { return emulation_.get(); }
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send) override;
+  Status registerDeviceBuffer(uint64_t id, const void* base, size_t size) override;
+  void deregisterDeviceBuffer(uint64_t id) override;
+  DeviceExportRef deviceExport(const void* p, size_t bytes) const override;
+  void refreshDeviceImports() override;
   uint64_t memoryBytes() const override;
   // Installs THESEUS_EMULATE's rules (before any connection exists).
   void setEmulation(std::unique_ptr<LinkEmulation> e) { emulation_ = std::move(e); }

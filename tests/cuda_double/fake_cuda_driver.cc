@@ -89,6 +89,15 @@ FAKE_API int cuMemFree_v2(unsigned long long p) {
                                                                                                   : kInvalidValue;
 }
 
+FAKE_API int cuMemGetAddressRange_v2(unsigned long long* base, size_t* bytes, unsigned long long p) {
+  fakecuda::Allocation a;
+  if (!fakecuda::findAllocation(reinterpret_cast<const void*>(p), &a) || a.kind != fakecuda::Kind::kDevice)
+    return kInvalidValue;
+  if (base != nullptr) *base = a.base;
+  if (bytes != nullptr) *bytes = a.bytes;
+  return kSuccess;
+}
+
 FAKE_API int cuIpcGetMemHandle(void* handle, unsigned long long p) {
   if (int e = unsafe(); e != kSuccess) return e;
   return fakecuda::ipcExport(reinterpret_cast<const void*>(p), static_cast<unsigned char*>(handle)) ? kSuccess

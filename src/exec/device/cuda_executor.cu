@@ -169,6 +169,7 @@ class RelaxedCaptureMode {
 struct CommState {
   uint32_t* abortWord = nullptr;
   Status failure;
+  uint64_t directMessages = 0;  // of eager groups (replays are not counted)
 };
 
 // A plan that makes no progress for this long after a peer of its communicator failed stops (the
@@ -239,6 +240,14 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
   }
   for (size_t l = 0; l < slot.lanes; ++l) {
     const dev::LaneResult& r = *slot.results[l].second;
+    const Plan* first = slot.results[l].first;
+    if (r.directMessages > 0 && first != nullptr) {
+      CommState& cs = comms_[first->abort];
+      if (cs.directMessages == 0)
+        TH_INFO(log::kReg, "rank %d: local peers read %u messages of %s in place from its registered device buffers "
+                "(zero-copy)", first->rank, r.directMessages, first->describe().c_str());
+      cs.directMessages += r.directMessages;
+    }
     if (r.state == 1) continue;
     const Plan& p = *slot.lanePlans[l][std::min<size_t>(r.failedPlan, slot.lanePlans[l].size() - 1)];
     Status s = laneFailure(r.state, p.describe(), p.rank);
@@ -365,6 +374,7 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
       for (const PlanConn& c : p.conns) {
         TH_ASSIGN(transport::DeviceFifo f, p.transports->deviceFifo(c.peer, c.channel, c.isSend));
         TH_CHECK(registerForDevice(f.segmentBase, f.segmentBytes));
+        TH_CHECK(registerForDevice(f.directTablesBase, f.directTablesBytes));
       }
     }
     bytes += sizeof(dev::LaneLaunch) + sizeof(dev::LaneResult) + 64;
@@ -476,6 +486,11 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
   for (auto& s : slots_) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
   checkReplays();
   TH_ASSIGN(CaptureOf capture, captureOf(lanes));  // before prepareLanes reads any scalar
+  // Registered device buffers local peers exported since the last group: mapped and acked now,
+  // so their next messages to this rank may be read in place.
+  for (Lane& lane : lanes)
+    if (!lane.plans.empty() && lane.plans.front()->transports != nullptr)
+      lane.plans.front()->transports->refreshDeviceImports();
   TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds | device::maskOf(device::MemoryKind::kDevice), name(),
                         /*executorReadsScalars=*/true));
   size_t bytes = 0;

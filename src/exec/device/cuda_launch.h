@@ -16,6 +16,7 @@ namespace theseus::exec::dev {
 struct LaneResult {
   uint32_t state = 0;       // 0 running, 1 done, 2 failed, 3 aborted, 4 stalled, 5 a peer failed
   uint32_t failedPlan = 0;  // index of the plan that failed
+  uint32_t directMessages = 0;  // messages of its plans that peers read in place (zero-copy)
 };
 
 // One thread block's work: a lane of plans run in order.

@@ -4,6 +4,7 @@
 
 #include "exec/reduce_kernels.h"
 #include "transport/fifo_layout.h"
+#include "transport/shm/device_exports.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::exec::dev {
@@ -13,7 +14,35 @@ static_assert(sizeof(FifoControl) == sizeof(transport::shm::FifoControl) &&
 static_assert(sizeof(SlotHeader) == sizeof(transport::shm::SlotHeader) &&
               offsetof(SlotHeader, tag) == offsetof(transport::shm::SlotHeader, tag) &&
               offsetof(SlotHeader, kind) == offsetof(transport::shm::SlotHeader, kind));
-static_assert(kSlotInline == transport::shm::kSlotInline);
+static_assert(offsetof(SlotHeader, regionId) == offsetof(transport::shm::SlotHeader, regionId) &&
+              offsetof(SlotHeader, offset) == offsetof(transport::shm::SlotHeader, offset) &&
+              offsetof(SlotHeader, address) == offsetof(transport::shm::SlotHeader, address));
+static_assert(kSlotInline == transport::shm::kSlotInline && kSlotDirectDevice == transport::shm::kSlotDirectDevice);
+static_assert(sizeof(Import) == sizeof(transport::DeviceImport) &&
+              offsetof(Import, bytes) == offsetof(transport::DeviceImport, bytes));
+static_assert(kMaxExports == transport::DeviceExports::kMaxEntries);
+
+namespace {
+
+// The export a step may send from in place: the plan buffer holding the memory
+// it sends (src for sends, dst for copy-sends) must lie in a registered range.
+void findExport(const exec::Plan& p, const PlanStep& h, Step* d) {
+  const char* sent = nullptr;
+  if (h.op == schedule::Op::kSend && !h.scaleSrc) sent = h.src;
+  else if (h.op == schedule::Op::kRecvCopySend || h.op == schedule::Op::kRecvReduceCopySend) sent = h.dst;
+  if (sent == nullptr) return;
+  for (const PlanBuffer& b : p.buffers) {
+    if (sent < b.base || sent >= b.base + b.bytes) continue;
+    transport::DeviceExportRef ref = p.transports->deviceExport(b.base, b.bytes);
+    if (ref.entry < 0) return;
+    d->exportEntry = ref.entry;
+    d->exportGen = ref.generation;
+    d->exportBase = ref.base;
+    return;
+  }
+}
+
+}  // namespace
 
 Reduction toDevice(const exec::Reduction& r) {
   Reduction d;
@@ -55,6 +84,9 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
     d.src = h.src;
     d.dst = h.dst;
     d.bytes = h.bytes;
+    d.exportEntry = -1;
+    d.exportGen = 0;
+    d.exportBase = nullptr;
   }
   out->preds.assign(p.preds.begin(), p.preds.end());
   out->conns.resize(p.conns.size());
@@ -77,7 +109,12 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
     d.fifo.data = f.value().data;
     d.fifo.slots = f.value().slots;
     d.fifo.slotBytes = f.value().slotBytes;
+    d.acks = h.isSend ? f.value().directAcks : nullptr;
+    d.imports = h.isSend ? nullptr : static_cast<const Import*>(f.value().directImports);
   }
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].outConn >= 0 && out->conns[p.steps[s].outConn].acks != nullptr)
+      findExport(p, p.steps[s], &out->steps[s]);
   out->state.assign(p.steps.size(), StepState{});
   out->cursors.assign(p.conns.size(), Cursor{});
   Plan& d = out->plan;
@@ -99,6 +136,7 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
   d.red = toDevice(p.reduction);
   d.divideDst = p.divideDst;
   d.divideElems = p.divideElems;
+  d.directMinBytes = p.directMinBytes;
   d.remaining = d.nsteps;
   return Status::ok();
 }
@@ -144,6 +182,11 @@ Status failureStatus(const exec::Plan& p, const Plan& d) {
       return invalidArgument("%s: PreMulSum scalar of type %s is beyond 2^53 in magnitude; Theseus supports integer "
                              "scalars up to 2^53",
                              p.describe().c_str(), typeName(p.reduction.type));
+    case kBadDirect:
+      return remoteError("%s: rank %d: step %u: rank %d sent a zero-copy message this rank cannot read (export %u, "
+                         "%llu bytes at offset %llu: not mapped here, or beyond the exported allocation)",
+                         p.describe().c_str(), p.rank, f.step, f.peer, f.gotTag,
+                         static_cast<unsigned long long>(f.gotBytes), static_cast<unsigned long long>(f.wantBytes));
     default:
       return internalError("%s: rank %d: the device interpreter failed with code %u at step %u", p.describe().c_str(),
                            p.rank, f.code, f.step);

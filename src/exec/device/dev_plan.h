@@ -29,10 +29,24 @@ struct alignas(64) FifoControl {
 struct alignas(64) SlotHeader {
   uint64_t bytes;
   uint32_t tag;
-  uint32_t kind;  // 1: inline payload
-  uint64_t unused[6];
+  uint32_t kind;  // kSlotInline or kSlotDirectDevice
+  int32_t pid;
+  int32_t fd;
+  uint64_t regionId;  // direct: the sender's export entry
+  uint64_t offset;    // direct: from the export's base
+  uint64_t regionBytes;
+  uint64_t address;   // direct: the data's address in the sender (diagnostics)
 };
 inline constexpr uint32_t kSlotInline = 1;
+inline constexpr uint32_t kSlotDirectDevice = 4;
+
+// Zero-copy reads of registered device buffers (transport/shm/device_exports.h).
+// A mirror of transport::DeviceImport: where this rank mapped a peer's export.
+struct Import {
+  char* base;
+  uint64_t bytes;
+};
+inline constexpr uint32_t kMaxExports = 64;  // DeviceExports::kMaxEntries
 
 struct Fifo {
   FifoControl* ctl = nullptr;
@@ -44,6 +58,11 @@ struct Fifo {
 
 struct Conn {
   Fifo fifo;
+  // Direct messages with this peer (both null when the pair has none): a send
+  // connection reads the peer's acks of this rank's exports (kMaxExports
+  // generations), a receive connection this rank's mappings of the peer's.
+  uint64_t* acks = nullptr;
+  const Import* imports = nullptr;
   int32_t peer = -1;
   uint32_t nsteps = 0;  // steps of the plan using it, per round
   uint8_t isSend = 0;
@@ -65,6 +84,11 @@ struct Step {
   const char* src = nullptr;
   char* dst = nullptr;
   uint64_t bytes = 0;  // flat plans
+  // The export holding the memory this step sends from (src for sends, dst
+  // for copy-sends), when the peer may read it in place: entry -1 for none.
+  int32_t exportEntry = -1;
+  uint64_t exportGen = 0;
+  const char* exportBase = nullptr;
 };
 
 // Run state, in memory the interpreter writes (reset by the lowering).
@@ -75,6 +99,11 @@ struct StepState {
   uint32_t finishedRounds = 0;
   uint8_t pieceReceived = 0;   // two-phase fused piece: received, send pending
   uint8_t inAdvanced = 0;      // the receive cursor moved on for this round
+  // Direct messages: a round whose data the receiver reads in place is final
+  // only once the receiver released it (the out FIFO's tail reached the ticket).
+  uint64_t roundTicket = 0;    // the current round's last direct message (head after it), 0: none
+  uint64_t pendTicket = 0;     // ended rounds wait for this release (0: none)
+  uint32_t pendRounds = 0;     // finishedRounds once it came
 };
 struct Cursor {
   uint32_t round = 0;
@@ -82,7 +111,7 @@ struct Cursor {
 };
 
 // Why a plan failed (written by the interpreter, read by the host).
-enum : uint32_t { kOk = 0, kWrongTag = 1, kWrongSize = 2, kAborted = 3, kStalled = 4, kBadScalar = 5 };
+enum : uint32_t { kOk = 0, kWrongTag = 1, kWrongSize = 2, kAborted = 3, kStalled = 4, kBadScalar = 5, kBadDirect = 6 };
 struct Failure {
   uint32_t code = kOk;
   uint32_t step = 0;
@@ -110,7 +139,9 @@ struct Plan {
   Reduction red;
   char* divideDst = nullptr;
   uint64_t divideElems = 0;
+  uint64_t directMinBytes = 0;  // smaller pieces go through slots even where the peer could read them in place
   uint32_t remaining = 0;  // steps not finished (run state)
+  uint32_t directSent = 0;  // messages the peers read in place (run state)
   Failure failure;
 };
 

@@ -27,6 +27,17 @@
 // The slot is reused only after the receiver's release of it is acquired by
 // the sender, so a payload is never overwritten while it is read.
 //
+// Direct messages (zero-copy). When the data a step sends lies in a buffer
+// the application registered and the receiver has mapped it (its ack for the
+// export equals the generation the plan was lowered with, acquired), the
+// sender publishes only a header naming it (kSlotDirectDevice: export entry,
+// offset) and the receiver reads the sender's memory in place through its own
+// mapping (transport/shm/device_exports.h). The receiver's release of the
+// message then means "read": the sender's round is final (finishedRounds,
+// which successors and plan completion wait on) only once the FIFO's tail
+// reached the round's last direct message, so no later step or operation
+// overwrites memory a peer still reads — the host engine's rule.
+//
 // pollPlan never waits: it moves what can move and returns kIdle when nothing
 // could, so one thread can drive several plans (lanes) at once and the caller
 // decides how to wait (spin, back off, check the abort flag and timeouts).
@@ -70,6 +81,7 @@ struct Action {
   uint8_t pieceDone = 0;  // the piece is complete
   uint32_t step = 0;
   uint64_t bytes = 0;
+  const char* direct = nullptr;  // publish a direct message for this data instead of a slot payload
   Move first, second;
 };
 
@@ -112,6 +124,15 @@ TH_HD inline char* slotData(const Fifo& f, uint64_t message) { return f.data + (
 // dst = scale?(src) (op) other, as a Move.
 TH_HD inline Move combineMove(const Step& st, void* dst, const void* src, const void* other, size_t bytes) {
   return Move{st.scaleSrc ? kMoveReduceScaleA : kMoveReduce, dst, src, other, bytes};
+}
+
+// Whether the receiver may read `data` in place: its memory is exported, the
+// receiver mapped that export (acquire: its mapping happens-before our head,
+// which it acquires before reading), and the piece is worth a release wait.
+TH_HD inline bool canSendDirect(const Plan& p, const Step& st, const char* data, uint64_t bytes) {
+  if (st.exportEntry < 0 || data == nullptr || bytes < p.directMinBytes) return false;
+  uint64_t* acks = p.conns[st.outConn].acks;
+  return acks != nullptr && loadAcquire(&acks[st.exportEntry]) == st.exportGen;
 }
 
 TH_HD inline void fail(Plan& p, uint32_t code, const Step& st, uint32_t gotTag, uint64_t gotBytes, uint64_t want) {
@@ -173,6 +194,20 @@ TH_HD inline bool decide(Plan& p, uint32_t s, Action* a) {
       fail(p, h.tag != p.tag ? kWrongTag : kWrongSize, st, h.tag, h.bytes, pc.bytes);
       return -1;
     }
+    if (h.kind == kSlotDirectDevice) {  // the sender's memory, through this rank's mapping of its export
+      const Import* imports = p.conns[st.inConn].imports;
+      const Import im = imports != nullptr && h.regionId < kMaxExports ? imports[h.regionId] : Import{nullptr, 0};
+      if (im.base == nullptr || h.offset > im.bytes || h.bytes > im.bytes - h.offset) {
+        fail(p, kBadDirect, st, static_cast<uint32_t>(h.regionId), h.bytes, h.offset);
+        return -1;
+      }
+      *data = im.base + h.offset;
+      return 1;
+    }
+    if (h.kind != kSlotInline) {
+      fail(p, kBadDirect, st, h.kind, h.bytes, 0);
+      return -1;
+    }
     *data = slotData(*in, inTail);
     return 1;
   };
@@ -189,7 +224,10 @@ TH_HD inline bool decide(Plan& p, uint32_t s, Action* a) {
       return true;
     case kOpSend:
       if (!canSend()) return true;
-      a->first = Move{st.scaleSrc ? kMoveScale : kMoveCopy, slotData(*out, outHead), pc.src, nullptr, pc.bytes};
+      if (!st.scaleSrc && canSendDirect(p, st, pc.src, pc.bytes))
+        a->direct = pc.src;
+      else
+        a->first = Move{st.scaleSrc ? kMoveScale : kMoveCopy, slotData(*out, outHead), pc.src, nullptr, pc.bytes};
       a->any = a->publish = a->pieceDone = 1;
       a->bytes = pc.bytes;
       return true;
@@ -209,7 +247,10 @@ TH_HD inline bool decide(Plan& p, uint32_t s, Action* a) {
   // Fused ops: receive, transform, send on.
   if (run.pieceReceived) {  // second half of a two-phase piece: the result is in dst
     if (!canSend()) return true;
-    a->first = Move{kMoveCopy, slotData(*out, outHead), pc.dst, nullptr, pc.bytes};
+    if (canSendDirect(p, st, pc.dst, pc.bytes))
+      a->direct = pc.dst;
+    else
+      a->first = Move{kMoveCopy, slotData(*out, outHead), pc.dst, nullptr, pc.bytes};
     a->any = a->publish = a->pieceDone = 1;
     a->bytes = pc.bytes;
     return true;
@@ -231,7 +272,10 @@ TH_HD inline bool decide(Plan& p, uint32_t s, Action* a) {
     a->first = combineMove(st, slotData(*out, outHead), pc.src, m, pc.bytes);  // straight into the slot
   } else {
     a->first = half;
-    a->second = Move{kMoveCopy, slotData(*out, outHead), pc.dst, nullptr, pc.bytes};
+    if (canSendDirect(p, st, pc.dst, pc.bytes))
+      a->direct = pc.dst;
+    else
+      a->second = Move{kMoveCopy, slotData(*out, outHead), pc.dst, nullptr, pc.bytes};
   }
   a->publish = a->pieceDone = 1;
   a->bytes = pc.bytes;
@@ -249,6 +293,14 @@ TH_HD inline void complete(Plan& p, const Action& a) {
     h.bytes = a.bytes;
     h.tag = p.tag;
     h.kind = kSlotInline;
+    if (a.direct != nullptr) {
+      h.kind = kSlotDirectDevice;
+      h.regionId = static_cast<uint64_t>(st.exportEntry);
+      h.offset = static_cast<uint64_t>(a.direct - st.exportBase);
+      h.address = reinterpret_cast<uint64_t>(a.direct);
+      run.roundTicket = head + 1;
+      ++p.directSent;
+    }
     storeRelease(&out.ctl->head, head + 1);
   }
   if (a.release) {
@@ -285,10 +337,31 @@ TH_HD inline bool finishRound(Plan& p, uint32_t s) {
   if (st.outConn >= 0 && !outTurn) return false;
   if (st.inConn >= 0 && !run.inAdvanced) advanceCursor(p.conns[st.inConn], p.cursors[st.inConn]);
   if (st.outConn >= 0) advanceCursor(p.conns[st.outConn], p.cursors[st.outConn]);
-  run.finishedRounds = ++run.round;
+  ++run.round;
+  if (run.roundTicket != 0 || run.pendTicket != 0) {  // final once the receiver read it (retire)
+    if (run.roundTicket != 0) run.pendTicket = run.roundTicket;
+    run.pendRounds = run.round;
+  } else {
+    run.finishedRounds = run.round;
+    if (run.round == p.rounds) --p.remaining;
+  }
+  run.roundTicket = 0;
   run.piece = run.received = 0;
   run.inAdvanced = 0;
-  if (run.round == p.rounds) --p.remaining;
+  return true;
+}
+
+// The leader: ended rounds whose direct messages the receiver has released
+// become final. Tickets on one FIFO are released in order, so the latest
+// covers the earlier ones.
+TH_HD inline bool retire(Plan& p, uint32_t s) {
+  StepState& run = p.state[s];
+  if (run.pendTicket == 0) return false;
+  const Fifo& out = p.conns[p.steps[s].outConn].fifo;
+  if (loadAcquire(&out.ctl->tail) < run.pendTicket) return false;
+  run.pendTicket = 0;
+  run.finishedRounds = run.pendRounds;
+  if (run.finishedRounds == p.rounds) --p.remaining;
   return true;
 }
 
@@ -326,10 +399,14 @@ TH_HD Poll pollPlan(Plan& p, Team& team) {
     for (uint32_t budget = kMaxPiecesPerVisit; budget > 0; --budget) {
       Decision d{};
       if (team.leader()) {
-        if (p.state[s].finishedRounds == p.rounds) d.verdict = 3;
-        else if (!detail::decide(p, s, &d.action)) d.verdict = 4;
-        else if (d.action.any) d.verdict = 1;
-        else d.verdict = detail::finishRound(p, s) ? 2 : 0;
+        if (p.state[s].finishedRounds == p.rounds) {
+          d.verdict = 3;
+        } else {
+          const bool retired = detail::retire(p, s);
+          if (!detail::decide(p, s, &d.action)) d.verdict = 4;
+          else if (d.action.any) d.verdict = 1;
+          else d.verdict = detail::finishRound(p, s) || retired ? 2 : 0;
+        }
       }
       d = team.share(d);
       if (d.verdict == 4) return Poll::kFailed;

@@ -32,7 +32,10 @@ TH_HD void runLane(LaneLaunch& lane, Team& team, Wait& wait) {
     uint64_t idleSince = 0;
     for (;;) {
       Poll r = pollPlan(p, team);
-      if (r == Poll::kDone) break;
+      if (r == Poll::kDone) {
+        if (team.leader()) lane.result->directMessages += p.directSent;
+        break;
+      }
       if (r == Poll::kFailed) {
         if (team.leader()) {
           lane.result->failedPlan = i;

@@ -30,6 +30,7 @@
 
 #include "common/log.h"
 #include "transport/shared_memory_registry.h"
+#include "transport/shm/device_exports.h"
 #include "transport/shm/device_inbox.h"
 #include "transport/shm/shm_backend.h"
 
@@ -42,6 +43,7 @@ struct ShmBackend::PeerSetup {
   std::string inbox;
   std::string probe;
   std::string deviceInbox;  // "" when its device FIFOs keep host slots
+  std::string deviceExports;  // "" without zero-copy reads of registered device buffers
 };
 
 namespace {
@@ -61,22 +63,24 @@ uint64_t processCookie() {
   return cookie;
 }
 
-constexpr const char* kSetupVersion = "theseus-transport 2";
+constexpr const char* kSetupVersion = "theseus-transport 3";
 
 std::string encodeSetup(int pid, uint64_t cookie, bool shm, const std::string& inbox, const std::string& probe,
-                        const std::string& deviceInbox) {
+                        const std::string& deviceInbox, const std::string& deviceExports) {
   char head[128];
   snprintf(head, sizeof(head), "%s\n%d\n%016" PRIx64 "\n%d\n", kSetupVersion, pid, cookie, shm ? 1 : 0);
-  return std::string(head) + inbox + "\n" + probe + "\n" + deviceInbox + "\n";
+  return std::string(head) + inbox + "\n" + probe + "\n" + deviceInbox + "\n" + deviceExports + "\n";
 }
 
 bool decodeSetup(const std::string& text, int* pid, uint64_t* cookie, bool* shm, std::string* inbox,
-                 std::string* probe, std::string* deviceInbox) {
+                 std::string* probe, std::string* deviceInbox, std::string* deviceExports) {
   std::istringstream in(text);
   std::string version, pidText, cookieText, shmText;
   if (!std::getline(in, version) || version != kSetupVersion) return false;
   if (!std::getline(in, pidText) || !std::getline(in, cookieText) || !std::getline(in, shmText)) return false;
-  if (!std::getline(in, *inbox) || !std::getline(in, *probe) || !std::getline(in, *deviceInbox)) return false;
+  if (!std::getline(in, *inbox) || !std::getline(in, *probe) || !std::getline(in, *deviceInbox) ||
+      !std::getline(in, *deviceExports))
+    return false;
   char* end = nullptr;
   long p = strtol(pidText.c_str(), &end, 10);
   if (*end != '\0' || p <= 0) return false;
@@ -96,9 +100,11 @@ ShmBackend::ShmBackend(const BackendContext& ctx, bool enabled, Role role, bool 
       slotsOnDevice_(slotsOnDevice && role == Role::kDeviceFifos),
       mine_(static_cast<size_t>(ctx.nranks), false),
       sendOnDevice_(static_cast<size_t>(ctx.nranks), false),
-      recvOnDevice_(static_cast<size_t>(ctx.nranks), false) {}
+      recvOnDevice_(static_cast<size_t>(ctx.nranks), false),
+      directOnDevice_(static_cast<size_t>(ctx.nranks), false) {}
 
 ShmBackend::~ShmBackend() {
+  deviceExports_.reset();
   deviceInbox_.reset();
   regions_.reset();  // unmaps peers' regions before the domain goes
   domain_.reset();
@@ -140,8 +146,18 @@ Status ShmBackend::setUp() {
     else
       TH_WARN("device FIFOs keep their slots in host memory (no CUDA IPC): %s", d.status().message().c_str());
   }
+  if (deviceInbox_ != nullptr) {
+    auto x = DeviceExports::create(boot.commHash(), ctx_.rank, boot.localRank(), static_cast<int>(local.size()),
+                                   getpid(), processCookie());
+    if (x.isOk())
+      deviceExports_ = x.take();
+    else
+      TH_INFO(log::kShm | log::kInit, "registered device buffers are not read in place by local peers: %s",
+              x.status().message().c_str());
+  }
   std::string mine = encodeSetup(getpid(), processCookie(), offerShm, domain_ ? domain_->locator() : "", probe,
-                                 deviceInbox_ ? deviceInbox_->locator() : "");
+                                 deviceInbox_ ? deviceInbox_->locator() : "",
+                                 deviceExports_ ? deviceExports_->locator() : "");
   std::vector<std::string> gathered;
   TH_CHECK(boot.allGather(mine, &gathered).withContext("exchanging transport set-up"));
   if (gathered.size() != static_cast<size_t>(ctx_.nranks))
@@ -151,12 +167,13 @@ Status ShmBackend::setUp() {
   bool anyShm = false;
   for (int r = 0; r < ctx_.nranks; ++r) {
     PeerSetup& s = all[r];
-    if (!decodeSetup(gathered[r], &s.pid, &s.cookie, &s.shm, &s.inbox, &s.probe, &s.deviceInbox))
+    if (!decodeSetup(gathered[r], &s.pid, &s.cookie, &s.shm, &s.inbox, &s.probe, &s.deviceInbox, &s.deviceExports))
       return remoteError("rank %d published malformed transport set-up (a different library version?)", r);
     anyShm |= s.shm;
   }
   if (anyShm) TH_CHECK(mapPeers(all));
   if (peerCount_ == 0) {
+    deviceExports_.reset();
     deviceInbox_.reset();
     domain_.reset();
   }
@@ -170,7 +187,8 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
   const auto& peers = boot.peers();
   const auto& local = boot.localRanks();
   const PeerSetup& me = all[rank];
-  // Per peer: bit 0 = mapped its inbox, bit 1 = can map its memory, bit 2 = opened its device inbox.
+  // Per peer: bit 0 = mapped its inbox, bit 1 = can map its memory, bit 2 = opened its device inbox,
+  // bit 3 = mapped its device export table (zero-copy reads of its registered buffers).
   std::string flags(nranks, '0');
   for (size_t li = 0; li < local.size() && domain_ != nullptr; ++li) {
     int r = local[li];
@@ -198,7 +216,15 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
       if (!deviceOk)
         TH_WARN("device FIFOs to rank %d keep their slots in host memory: %s", r, d.message().c_str());
     }
-    flags[r] = static_cast<char>('0' + (s.isOk() ? 1 : 0) + (memOk ? 2 : 0) + (deviceOk ? 4 : 0));
+    bool exportsOk = false;
+    if (deviceOk && deviceExports_ != nullptr && !all[r].deviceExports.empty()) {
+      Status x = deviceExports_->openPeer(r, static_cast<int>(li), all[r].deviceExports);
+      exportsOk = x.isOk();
+      if (!exportsOk)
+        TH_INFO(log::kShm, "rank %d's registered device buffers are read through FIFO slots: %s", r,
+                x.message().c_str());
+    }
+    flags[r] = static_cast<char>('0' + (s.isOk() ? 1 : 0) + (memOk ? 2 : 0) + (deviceOk ? 4 : 0) + (exportsOk ? 8 : 0));
   }
   std::vector<std::string> gathered;
   TH_CHECK(boot.allGather(flags, &gathered).withContext("exchanging shared-memory mapping results"));
@@ -216,11 +242,14 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
       domain_->setDirectOk(r, (bits & 2) != 0);
       sendOnDevice_[r] = ((flags[r] - '0') & 4) != 0;  // this rank writes into r's device inbox
       recvOnDevice_[r] = (bits & 4) != 0;              // r writes into this rank's
+      // Zero-copy both ways only when both mapped each other's export tables (so both sides agree).
+      directOnDevice_[r] = sendOnDevice_[r] && recvOnDevice_[r] && (bits & 8) && ((flags[r] - '0') & 8);
     } else {
       domain_->dropPeer(r);
     }
   }
   if (domain_ != nullptr) domain_->unlinkOwn();
+  if (deviceExports_ != nullptr) deviceExports_->unlinkOwn();
   return Status::ok();
 }
 
@@ -242,10 +271,14 @@ DoorbellWord* ShmBackend::doorbell() { return domain_ != nullptr ? domain_->bell
 
 std::string ShmBackend::summary() const {
   if (role_ != Role::kDeviceFifos) return std::to_string(peerCount_) + " peers over shm";
-  int onDevice = 0;
-  for (int r = 0; r < ctx_.nranks; ++r) onDevice += sendOnDevice_[r] && recvOnDevice_[r];
+  int onDevice = 0, direct = 0;
+  for (int r = 0; r < ctx_.nranks; ++r) {
+    onDevice += sendOnDevice_[r] && recvOnDevice_[r];
+    direct += directOnDevice_[r];
+  }
   return std::to_string(peerCount_) + " with device FIFOs" +
-         (slotsOnDevice_ ? " (slots in GPU memory with " + std::to_string(onDevice) + ")" : "");
+         (slotsOnDevice_ ? " (slots in GPU memory with " + std::to_string(onDevice) + ")" : "") +
+         (direct > 0 ? ", registered buffers read in place by " + std::to_string(direct) : "");
 }
 
 uint64_t ShmBackend::memoryBytes() const { return domain_ ? domain_->inboxBytes() : 0; }
@@ -267,7 +300,29 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
     f.memory = device::MemoryKind::kDevice;
   }
   std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
+  if (directOnDevice_[peer]) {
+    if (send) f.directAcks = deviceExports_->acksFrom(peer);
+    else f.directImports = deviceExports_->importsOf(peer);
+    std::tie(f.directTablesBase, f.directTablesBytes) = deviceExports_->segment();
+  }
   return f;
+}
+
+Status ShmBackend::exportDeviceBuffer(uint64_t id, const void* base, size_t bytes) {
+  if (deviceExports_ == nullptr) return Status::ok();
+  return deviceExports_->exportBuffer(id, base, bytes);
+}
+
+void ShmBackend::withdrawDeviceBuffer(uint64_t id) {
+  if (deviceExports_ != nullptr) deviceExports_->withdraw(id);
+}
+
+DeviceExportRef ShmBackend::findDeviceExport(const void* p, size_t bytes) const {
+  return deviceExports_ != nullptr ? deviceExports_->find(p, bytes) : DeviceExportRef{};
+}
+
+void ShmBackend::refreshDeviceImports() {
+  if (deviceExports_ != nullptr) deviceExports_->refresh();
 }
 
 }  // namespace theseus::transport

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/shm/device_exports.h"
 #include "transport/shm/region_cache.h"
 #include "transport/shm/shm_domain.h"
 
@@ -34,6 +35,12 @@ class ShmBackend final : public Backend {
   uint64_t memoryBytes() const override;
   // kDeviceFifos: one direction of one channel with a local peer.
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send);
+  // kDeviceFifos with slots on the GPU: registered device buffers local peers
+  // read in place (device_exports.h). Exporting is a no-op without peers to share with.
+  Status exportDeviceBuffer(uint64_t id, const void* base, size_t bytes);
+  void withdrawDeviceBuffer(uint64_t id);
+  DeviceExportRef findDeviceExport(const void* p, size_t bytes) const;
+  void refreshDeviceImports();
 
  private:
   struct PeerSetup;  // what a rank published in round 1
@@ -45,7 +52,9 @@ class ShmBackend final : public Backend {
   bool slotsOnDevice_;
   std::vector<bool> mine_;  // per rank: a mutually mapped shm peer
   std::vector<bool> sendOnDevice_, recvOnDevice_;  // per rank and direction: device FIFO slots in GPU memory
+  std::vector<bool> directOnDevice_;                // per rank: zero-copy reads of registered buffers both ways
   std::unique_ptr<class DeviceInbox> deviceInbox_;
+  std::unique_ptr<class DeviceExports> deviceExports_;
   int peerCount_ = 0;
   std::unique_ptr<ShmDomain> domain_;
   std::unique_ptr<RegionCache> regions_;
