@@ -23,11 +23,18 @@ namespace {
 
 using schedule::Collective;
 
-// FIFOs for every (sender, receiver, channel) in plain memory.
+// FIFOs for every (sender, receiver, channel) in plain memory, and the
+// tables of zero-copy reads (transport/shm/device_exports.h): what each rank
+// exported, and per (sender, receiver) the receiver's acks and mappings —
+// identity mappings, the ranks being threads of this process.
 class FifoWorld {
  public:
   static constexpr int kChannels = 8;
-  FifoWorld(int nranks, uint32_t slots, size_t slotBytes) : n_(nranks), slots_(slots), slotBytes_(slotBytes) {
+  static constexpr uint32_t kEntries = dev::kMaxExports;
+  FifoWorld(int nranks, uint32_t slots, size_t slotBytes)
+      : n_(nranks), slots_(slots), slotBytes_(slotBytes), exports_(nranks),
+        acks_(static_cast<size_t>(nranks) * nranks * kEntries, 0),
+        imports_(static_cast<size_t>(nranks) * nranks * kEntries) {
     for (int i = 0; i < n_ * n_ * kChannels; ++i) {
       auto f = std::make_unique<Storage>();
       f->control = std::make_unique<transport::shm::FifoControl>();
@@ -46,10 +53,34 @@ class FifoWorld {
     f.data = s.data.data();
     f.slots = slots_;
     f.slotBytes = slotBytes_;
+    f.directAcks = &acks_[(static_cast<size_t>(from) * n_ + to) * kEntries];
+    f.directImports = &imports_[(static_cast<size_t>(from) * n_ + to) * kEntries];
     return f;
+  }
+  // Rank `r` exports [base, base + bytes) as entry `e`; `mapped`: its peers map and ack it.
+  void exportRange(int r, uint32_t e, const void* base, size_t bytes, bool mapped) {
+    const uint64_t gen = 100 + e;
+    exports_[r].push_back(Export{e, gen, static_cast<const char*>(base), bytes});
+    for (int to = 0; to < n_ && mapped; ++to) {
+      acks_[(static_cast<size_t>(r) * n_ + to) * kEntries + e] = gen;
+      imports_[(static_cast<size_t>(r) * n_ + to) * kEntries + e] =
+          transport::DeviceImport{const_cast<char*>(static_cast<const char*>(base)), bytes};
+    }
+  }
+  transport::DeviceExportRef find(int r, const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    for (const Export& x : exports_[r])
+      if (c >= x.base && c + bytes <= x.base + x.bytes) return {static_cast<int32_t>(x.entry), x.gen, x.base};
+    return {};
   }
 
  private:
+  struct Export {
+    uint32_t entry;
+    uint64_t gen;
+    const char* base;
+    size_t bytes;
+  };
   struct Storage {
     std::unique_ptr<transport::shm::FifoControl> control;
     std::vector<transport::shm::SlotHeader> headers;
@@ -59,6 +90,9 @@ class FifoWorld {
   uint32_t slots_;
   size_t slotBytes_;
   std::vector<std::unique_ptr<Storage>> fifos_;
+  std::vector<std::vector<Export>> exports_;
+  std::vector<uint64_t> acks_;
+  std::vector<transport::DeviceImport> imports_;
 };
 
 // The one TransportManager call the lowering makes.
@@ -74,6 +108,9 @@ class FifoManager final : public transport::TransportManager {
   transport::PeerStats stats(int) const override { return {}; }
   Result<transport::DeviceFifo> deviceFifo(int peer, int channel, bool send) override {
     return send ? world_->fifo(rank_, peer, channel) : world_->fifo(peer, rank_, channel);
+  }
+  transport::DeviceExportRef deviceExport(const void* p, size_t bytes) const override {
+    return world_->find(rank_, p, bytes);
   }
 
  private:
@@ -115,12 +152,21 @@ struct RankRun {
 // `replays` > 1 runs the same device plans again and again as a CUDA graph replays its launch:
 // each replay restarts them from a copy taken before the first (restartPlan), with new inputs and,
 // when `deviceScalar` is the reduction's deferred scalar, a new scalar the plans must read afresh.
+// Zero-copy (`direct`): every rank registers its buffers and its peers mapped
+// them, so messages are read in place; `inPlace` makes input and output one
+// buffer, which ranks overwrite while peers may still read it.
+struct Variant {
+  bool direct = false;
+  bool inPlace = false;
+};
+
 void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const Reduction& red, size_t slice,
-                  int replays = 1, float* deviceScalar = nullptr) {
+                  int replays = 1, float* deviceScalar = nullptr, Variant variant = {}) {
   FifoWorld world(n, 4, slice);
   schedule::GenerateRequest req;
   req.collective = Collective::kAllReduce;
   req.nranks = n;
+  req.inPlace = variant.inPlace;  // the program's hazards must know input and output are one buffer
   auto prog = schedule::generateBuiltin(name, req);
   ASSERT_TRUE(prog.isOk()) << prog.status().message();
   auto program = std::make_shared<const schedule::Program>(prog.take());
@@ -138,8 +184,14 @@ void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const
     ASSERT_TRUE(t.isOk()) << t.status().message();
     rr.tmpl = t.take();
     CallBuffers b;
-    b.input = reinterpret_cast<const char*>(in[r].data());
+    b.input = reinterpret_cast<const char*>(variant.inPlace ? out[r].data() : in[r].data());
     b.output = reinterpret_cast<char*>(out[r].data());
+    if (variant.direct) {  // what the lowering looks exports up by (device buffers of the plan)
+      rr.plan.addBuffer(b.input, count * sizeof(float), device::MemoryKind::kDevice, false, nullptr);
+      rr.plan.addBuffer(b.output, count * sizeof(float), device::MemoryKind::kDevice, true, nullptr);
+      world.exportRange(r, 0, in[r].data(), count * sizeof(float), true);
+      world.exportRange(r, 1, out[r].data(), count * sizeof(float), true);
+    }
     b.scratch = reinterpret_cast<char*>(scratch[r].data());
     b.unitElems = count;
     b.elemBytes = sizeof(float);
@@ -161,6 +213,7 @@ void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const
     if (deviceScalar != nullptr) *deviceScalar = float(scalar);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) in[r][i] = float((i % 17) + r + 3 * replay);
+    for (int r = 0; r < n && variant.inPlace; ++r) std::copy(in[r].begin(), in[r].end(), out[r].begin());
     std::vector<std::thread> pool;
     std::atomic<int> failures{0};
     for (int r = 0; r < n; ++r) {
@@ -183,6 +236,10 @@ void runAllreduce(const char* name, int n, size_t count, uint32_t threads, const
     }
     for (auto& th : pool) th.join();
     ASSERT_EQ(failures.load(), 0) << name << " replay " << replay;
+    uint32_t direct = 0;
+    for (int r = 0; r < n; ++r) direct += runs[r].lowered.plan.directSent;
+    if (variant.direct) EXPECT_GT(direct, 0u) << name << ": no message was read in place";
+    else EXPECT_EQ(direct, 0u) << name;
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) {
         double want = 0;
@@ -215,6 +272,76 @@ TEST(DeviceInterpreter, RestartedPlansReplayLikeACapturedGraph) {
   static float scalar = 1.0f;
   Reduction deferred = deferredPreMulSum(ncclFloat32, &scalar, device::MemoryKind::kHost).value();
   runAllreduce("recursive_doubling", 4, 2000, 3, deferred, 512, 3, &scalar);
+}
+
+// Zero-copy: receivers read the senders' registered buffers in place. In
+// place, a rank overwrites the very buffer its peers read directly, so a
+// round must stay unfinished until the receiver released it, or successors
+// would clobber data a peer has yet to read (the results would be wrong).
+TEST(DeviceInterpreter, ZeroCopyMessagesAreReadInPlaceAndNeverClobbered) {
+  Reduction sum;
+  for (bool inPlace : {false, true})
+    for (const char* name : {"ring", "recursive_doubling", "double_binary_tree", "halving_doubling"})
+      for (int n : {2, 3, 4}) runAllreduce(name, n, 10007, 3, sum, 4096, 1, nullptr, Variant{true, inPlace});
+  runAllreduce("ring", 3, 3001, 2, sum, 1024, 3, nullptr, Variant{true, true});  // replayed
+}
+
+// A direct message naming memory the receiver has not mapped (a peer that
+// lies, or tables out of step) fails the receiving plan before anything is
+// read or written, with an error that says so.
+TEST(DeviceInterpreter, AZeroCopyMessageTheReceiverCannotReadFailsThePlan) {
+  FifoWorld world(2, 2, 1024);
+  FifoManager m0(&world, 0), m1(&world, 1);
+  std::vector<float> a(100, 1.0f), b(100, 0.0f);
+  world.exportRange(0, 5, a.data(), a.size() * sizeof(float), /*mapped=*/false);
+  // Rank 1 "acked" entry 5 without mapping it.
+  uint64_t* acks = world.fifo(0, 1, 0).directAcks;
+  acks[5] = 105;
+  auto make = [](FifoManager* m, int rank, PlanStep st, const void* buf) {
+    Plan p;
+    p.rank = rank;
+    p.transports = m;
+    p.sliceBytes = 1024;
+    p.elemBytes = 4;
+    p.chunked = false;
+    p.tag = 9;
+    st.index = 0;
+    PlanConn c;
+    c.peer = 1 - rank;
+    c.isSend = st.op == schedule::Op::kSend;
+    c.nsteps = 1;
+    if (c.isSend) st.outConn = 0;
+    else st.inConn = 0;
+    p.steps.push_back(st);
+    p.conns.push_back(c);
+    p.addBuffer(buf, 400, device::MemoryKind::kDevice, !c.isSend, nullptr);
+    return p;
+  };
+  PlanStep send;
+  send.op = schedule::Op::kSend;
+  send.sendPeer = 1;
+  send.hasSrc = true;
+  send.src = reinterpret_cast<const char*>(a.data());
+  send.bytes = 400;
+  PlanStep recv;
+  recv.op = schedule::Op::kRecv;
+  recv.recvPeer = 0;
+  recv.hasDst = true;
+  recv.dst = reinterpret_cast<char*>(b.data());
+  recv.bytes = 400;
+  Plan p0 = make(&m0, 0, send, a.data()), p1 = make(&m1, 1, recv, b.data());
+  dev::LoweredPlan l0, l1;
+  ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
+  ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
+  dev::SoloTeam team;
+  EXPECT_EQ(dev::pollPlan(l0.plan, team), dev::Poll::kProgress);  // sent, waits for the release
+  EXPECT_EQ(l0.plan.directSent, 1u);
+  EXPECT_EQ(dev::pollPlan(l1.plan, team), dev::Poll::kFailed);
+  Status st = dev::failureStatus(p1, l1.plan);
+  EXPECT_NE(st.message().find("zero-copy message this rank cannot read (export 5, 400 bytes"), std::string::npos)
+      << st.message();
+  for (float v : b) EXPECT_EQ(v, 0.0f);  // nothing written
+  EXPECT_EQ(dev::pollPlan(l0.plan, team), dev::Poll::kIdle);  // never released: the sender does not finish
 }
 
 TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
