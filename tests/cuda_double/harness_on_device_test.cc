@@ -39,6 +39,34 @@ TEST_P(OnDevice, EveryTypeAndOpThroughTheCudaExecutor) {
 INSTANTIATE_TEST_SUITE_P(Harness, OnDevice, testing::ValuesIn(everyPerfProgram({1, 2, 4})),
                          perfCaseName);
 
+// Zero-copy: with buffers registered (-R 1: ncclCommRegister; -R 2: windows),
+// local peers' kernels read them in place through CUDA IPC — or as they are
+// for ranks that are threads of one process (-t 2). Every collective, type
+// and op, checked with -c 1.
+class OnDeviceZeroCopy : public testing::TestWithParam<PerfCase> {};
+
+TEST_P(OnDeviceZeroCopy, RegisteredBuffersAreReadInPlace) {
+  const PerfCase p = GetParam();
+  const bool threads = p.nranks == 1;  // one process, two threads: same address space
+  std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(p.nranks), "--timeout", "200", "--",
+                                   std::string(PERF_BIN_DIR) + "/" + p.prog + "_cuda_double",
+                                   "-b", "8", "-e", "256K", "-f", "32", "-n", "2", "-w", "1", "-c", "1", "-a", "0",
+                                   "-d", "all", "-T", "30", "-R", threads ? "2" : "1", "-t", threads ? "2" : "1"};
+  if (p.usesOp) argv.insert(argv.end(), {"-o", "all"});
+  if (p.usesRoot) argv.insert(argv.end(), {"-r", "1"});
+  ProcResult r = runProcess(argv,
+                            {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "REG"}},
+                            240);
+  ASSERT_EQ(r.exitCode, 0) << diag(r);
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find(threads ? "in place (same process)" : "in place (CUDA IPC)"), std::string::npos) << diag(r);
+  EXPECT_NE(all.find("in place from its registered device buffers (zero-copy)"), std::string::npos) << diag(r);
+  EXPECT_EQ(all.find("through FIFO slots"), std::string::npos) << diag(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Harness, OnDeviceZeroCopy, testing::ValuesIn(everyPerfProgram({1, 2, 4})), perfCaseName);
+
 // Where the device FIFOs keep their slots: in the receiver's GPU memory,
 // opened by the sender through CUDA IPC (separate processes) or shared as is
 // (ranks as threads of one process, -t 2); in pinned host memory with

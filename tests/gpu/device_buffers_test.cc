@@ -583,3 +583,96 @@ TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("capture_replay", n, cudaExecutor()));
 }
+
+// Zero-copy between local ranks: registered device buffers (ncclCommRegister,
+// window registration, ncclMemAlloc memory registered) are read in place by
+// the peers' kernels once they mapped them (the first group after a
+// registration still copies through FIFO slots). Results are checked in every
+// phase: registered, in place on a registered buffer, after deregistration
+// (slots again) and with a window. The rank then finds in its own log
+// (NCCL_DEBUG_FILE) that its peers did read its buffers in place and that it
+// mapped theirs.
+THESEUS_RANK_FN(registered_zero_copy) {
+  OPEN_DEVICE_RANK(stream, comm);
+  const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  const size_t count = (1 << 18) + 5, bytes = count * sizeof(float);
+  float *send, *recv;
+  CUDA_OK(cudaMalloc(&send, bytes));
+  CUDA_OK(cudaMalloc(&recv, bytes));
+  std::vector<float> host(count), got(count);
+  auto fill = [&](float* dst, int iter) -> int {
+    for (size_t i = 0; i < count; ++i) host[i] = float((i % 13) + 100 * ctx.rank + iter);
+    CUDA_OK(cudaMemcpy(dst, host.data(), bytes, cudaMemcpyHostToDevice));
+    return 0;
+  };
+  // allreduce (out of place, or in place on `recv`) and a send/recv ring, every result checked.
+  auto round = [&](float* src, float* dst, int iter, bool inPlace) -> int {
+    if (fill(inPlace ? dst : src, iter) != 0) return 1;
+    RANK_NCCL(ncclAllReduce(inPlace ? dst : src, dst, count, ncclFloat, ncclSum, comm, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 31) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += double((i % 13) + 100 * r + iter);
+      RANK_CHECK(got[i] == float(want));
+    }
+    if (fill(src, iter) != 0) return 1;
+    RANK_NCCL(ncclGroupStart());
+    RANK_NCCL(ncclSend(src, count, ncclFloat, next, comm, stream));
+    RANK_NCCL(ncclRecv(dst, count, ncclFloat, prev, comm, stream));
+    RANK_NCCL(ncclGroupEnd());
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 29) RANK_CHECK(got[i] == float((i % 13) + 100 * prev + iter));
+    return 0;
+  };
+  void *hs = nullptr, *hr = nullptr;
+  RANK_NCCL(ncclCommRegister(comm, send, bytes, &hs));
+  RANK_NCCL(ncclCommRegister(comm, recv, bytes, &hr));
+  for (int iter = 0; iter < 4; ++iter) RANK_CHECK(round(send, recv, iter, iter == 3) == 0);
+  RANK_NCCL(ncclCommDeregister(comm, hs));
+  RANK_NCCL(ncclCommDeregister(comm, hr));
+  for (int iter = 4; iter < 6; ++iter) RANK_CHECK(round(send, recv, iter, false) == 0);  // FIFO slots again
+  // ncclMemAlloc memory as a window.
+  void* win = nullptr;
+  RANK_NCCL(ncclMemAlloc(&win, bytes));
+  ncclWindow_t w;
+  RANK_NCCL(ncclCommWindowRegister(comm, win, bytes, &w, 0));
+  for (int iter = 6; iter < 9; ++iter) RANK_CHECK(round(static_cast<float*>(win), recv, iter, false) == 0);
+  RANK_NCCL(ncclCommWindowDeregister(comm, w));
+  RANK_NCCL(ncclMemFree(win));
+  CUDA_OK(cudaFree(send));
+  CUDA_OK(cudaFree(recv));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  if (n > 1) {
+    const char* pattern = getenv("NCCL_DEBUG_FILE");
+    RANK_CHECK(pattern != nullptr);
+    std::string path = pattern;
+    path.replace(path.find("%p"), 2, std::to_string(getpid()));
+    FILE* f = fopen(path.c_str(), "r");
+    RANK_CHECK(f != nullptr);
+    std::string log;
+    char buf[4096];
+    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) log.append(buf, k);
+    fclose(f);
+    RANK_CHECK(log.find("in place from its registered device buffers (zero-copy)") != std::string::npos);
+    RANK_CHECK(log.find("registered device buffer") != std::string::npos &&
+               log.find("in place (" + std::string(getenv("THESEUS_TEST_EXPECT_MAPPING"))) != std::string::npos);
+  }
+  return 0;
+}
+
+TEST(GpuCudaExecutor, RegisteredBuffersAreReadInPlaceByLocalPeers) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-zc-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto options = cudaExecutor();
+  options.env["NCCL_DEBUG"] = "INFO";
+  options.env["NCCL_DEBUG_SUBSYS"] = "REG";
+  options.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  options.env["THESEUS_TEST_EXPECT_MAPPING"] = "CUDA IPC";
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("registered_zero_copy", n, options));
+  std::string rm = std::string("rm -rf ") + dir;
+  EXPECT_EQ(system(rm.c_str()), 0);
+}

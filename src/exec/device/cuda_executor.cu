@@ -244,8 +244,8 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
     if (r.directMessages > 0 && first != nullptr) {
       CommState& cs = comms_[first->abort];
       if (cs.directMessages == 0)
-        TH_INFO(log::kReg, "rank %d: local peers read %u messages of %s in place from its registered device buffers "
-                "(zero-copy)", first->rank, r.directMessages, first->describe().c_str());
+        TH_INFO(log::kReg, "rank %d: local peers read %u messages of a group in place from its registered device "
+                "buffers (zero-copy)", first->rank, r.directMessages);
       cs.directMessages += r.directMessages;
     }
     if (r.state == 1) continue;
