@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "common/log.h"
+#include "device/cuda_driver.h"
 #include "transport/shared_memory_registry.h"
 
 namespace theseus::comm {
@@ -25,7 +26,14 @@ constexpr int kKnownWindowFlags = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDE
 // Says once per process and call what a registration does here, for the
 // buffer kind the caller registered (docs/nccl-compatibility.md).
 void noteEffect(const char* call, const void* buff, size_t size) {
-  static std::atomic<bool> notedShared{false}, notedOther{false};
+  static std::atomic<bool> notedShared{false}, notedOther{false}, notedDevice{false};
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (buff != nullptr && cuda != nullptr && cuda->isDevicePointer(buff)) {
+    if (!notedDevice.exchange(true))
+      TH_INFO(log::kReg, "%s: device memory; with THESEUS_DEVICE_EXECUTOR=cuda, local peers' kernels read it in "
+              "place through CUDA IPC once they mapped it (from their next group on)", call);
+    return;
+  }
   transport::SharedRegionRef ref;
   const bool shared = buff != nullptr && transport::SharedMemoryRegistry::instance().find(buff, size, &ref);
   std::atomic<bool>& noted = shared ? notedShared : notedOther;
