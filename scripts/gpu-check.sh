@@ -6,9 +6,10 @@
 #   3. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
 #      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); then the CUDA executor
 #      between two network-namespace hosts (its FIFOs proxied over TCP), when run as root; two processes' FIFO
-#      payload slots in GPU memory through CUDA IPC;
+#      payload slots in GPU memory through CUDA IPC; registered buffers read in place by the peer (zero-copy);
 #   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it
-#      (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1);
+#      (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1, CUDA executor
+#      with the buffers registered: -R 1, zero-copy reads);
 #   5. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
 set -uo pipefail
@@ -64,6 +65,14 @@ if [[ $build_ok -eq 0 ]]; then
     $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 64 -c 1 -n 2 -w 1 \
     > $LOG_DIR/device-slots.log 2>&1 && grep -q 'slots in GPU memory with 1' $LOG_DIR/device-slots.log &&
     grep -q 'Out of bounds values : 0 OK' $LOG_DIR/device-slots.log && echo 'payload slots in GPU memory (CUDA IPC)'"
+  # Registered buffers: each peer's kernel reads them in place through CUDA IPC (zero-copy), every result checked.
+  phase zero-copy 90 bash -c "for coll in all_reduce all_gather reduce_scatter sendrecv alltoall; do
+      THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG $BUILD/bin/theseus-run -np 2 --timeout 60 -- \
+        $BUILD/bin/\${coll}_perf -b 8 -e 64M -f 64 -d all -c 1 -n 2 -w 1 -R 1 > $LOG_DIR/zero-copy-\$coll.log 2>&1
+      grep -q 'Out of bounds values : 0 OK' $LOG_DIR/zero-copy-\$coll.log || { echo \"WRONG RESULTS: \$coll\"; exit 1; }
+      grep -q 'in place from its registered device buffers' $LOG_DIR/zero-copy-\$coll.log ||
+        { echo \"NO ZERO-COPY: \$coll\"; exit 1; }
+    done; echo 'registered buffers read in place (CUDA IPC), results correct'"
   # The CUDA executor to ranks on other "hosts" (network namespaces, root only): its FIFOs are proxied over TCP
   # (transport/fifo_proxy.h), the inter-node path of device buffers.
   if [[ $(id -u) == 0 ]] && command -v ip > /dev/null; then
@@ -76,12 +85,12 @@ if [[ $build_ok -eq 0 ]]; then
     SUMMARY+=("cuda-proxied   skipped: needs root for network namespaces")
   fi
   # The roofline and the large-message numbers, in the same run.
-  phase roofline 120 bash -c "
+  phase roofline 150 bash -c "
     $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
-    for exe in off cuda cuda-hostslots; do for coll in all_reduce all_gather reduce_scatter; do
-      p2p=0; [[ \$exe == cuda-hostslots ]] && p2p=1
-      THESEUS_DEVICE_EXECUTOR=\${exe%-hostslots} NCCL_P2P_DISABLE=\$p2p $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
-        -d bfloat16 -n 5 -w 2 | grep -E '^ +[0-9]+ ' | sed \"s/^/\$exe \$coll: /\"
+    for exe in off cuda cuda-hostslots cuda-registered; do for coll in all_reduce all_gather reduce_scatter sendrecv; do
+      p2p=0; reg=0; [[ \$exe == cuda-hostslots ]] && p2p=1; [[ \$exe == cuda-registered ]] && reg=1
+      THESEUS_DEVICE_EXECUTOR=\${exe%-*} NCCL_P2P_DISABLE=\$p2p $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
+        -d bfloat16 -n 5 -w 2 -R \$reg | grep -E '^ +[0-9]+ ' | sed \"s/^/\$exe \$coll: /\"
     done; done"
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     phase torch-smoke 120 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \

@@ -220,6 +220,17 @@ THESEUS_RANK_FN(capture_replay) {
   CUDA_OK(cudaMalloc(&scalar, sizeof(float)));
   ncclRedOp_t premul;
   RANK_NCCL(ncclRedOpCreatePreMulSum(&premul, scalar, ncclFloat32, ncclScalarDevice, comm));
+  // THESEUS_TEST_REGISTER=1: the buffers are registered, so peers read them in place (zero-copy) in the
+  // replays and eager operations that run after they mapped them.
+  std::vector<void*> registered;
+  if (getenv("THESEUS_TEST_REGISTER") != nullptr) {
+    const std::pair<void*, size_t> bufs[] = {{in, count}, {out, count}, {inplace, count}, {gathered, count * n},
+                                             {scattered, count}};
+    for (const auto& b : bufs) {
+      registered.push_back(nullptr);
+      RANK_NCCL(ncclCommRegister(comm, b.first, b.second * sizeof(float), &registered.back()));
+    }
+  }
 
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   RANK_NCCL(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));
@@ -306,6 +317,7 @@ THESEUS_RANK_FN(capture_replay) {
   RANK_NCCL(ncclAllReduce(small, small, 2, ncclFloat32, ncclSum, comm, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   RANK_NCCL(ncclRedOpDestroy(premul, comm));
+  for (void* h : registered) RANK_NCCL(ncclCommDeregister(comm, h));
   for (float* p : {in, out, inplace, gathered, scattered, scalar, small}) CUDA_OK(cudaFree(p));
   RANK_NCCL(ncclCommDestroy(comm));
   CUDA_OK(cudaStreamDestroy(stream));
@@ -582,6 +594,9 @@ TEST(GpuCudaExecutor, LargeGroupsRunAndReplay) {
 TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("capture_replay", n, cudaExecutor()));
+  auto registered = cudaExecutor();  // the same with the buffers registered: replays read peers' buffers in place
+  registered.env["THESEUS_TEST_REGISTER"] = "1";
+  EXPECT_RANKS_OK(theseus::test::runRanks("capture_replay", 2, registered));
 }
 
 // Zero-copy between local ranks: registered device buffers (ncclCommRegister,
