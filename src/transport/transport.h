@@ -98,7 +98,8 @@ struct DeviceFifo {
   uint32_t slots = 0;
   uint64_t slotBytes = 0;
   device::MemoryKind memory = device::MemoryKind::kHost;
-  // The mapping that holds the FIFO (an executor may need to register it with a device).
+  // The mapping that holds the FIFO (an executor may need to register it with a device): from its
+  // base, as much as the device must reach (the control area only when the slots are in GPU memory).
   void* segmentBase = nullptr;
   size_t segmentBytes = 0;
   // Zero-copy reads of registered device buffers with this peer (shm/device_exports.h), else null:

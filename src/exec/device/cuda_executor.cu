@@ -60,19 +60,25 @@ Status cudaCheck(cudaError_t e, const char* what) {
                                             cudaGetErrorString(e) + ")");
 }
 
-// Host ranges registered for device access, process-wide (a segment is registered once).
+// Host ranges registered for device access, process-wide: a segment is
+// registered once from its base; a later need for more of it (a FIFO with
+// host slots in a segment first registered for its control area) registers
+// the rest as a range of its own, never re-registering what kernels may use.
 Status registerForDevice(void* base, size_t bytes) {
   static std::mutex mu;
-  static std::set<void*> registered;
+  static std::map<void*, size_t> registered;  // base -> bytes registered from it
   std::lock_guard<std::mutex> lock(mu);
-  if (base == nullptr || registered.count(base)) return Status::ok();
-  cudaError_t e = cudaHostRegister(base, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (base == nullptr || bytes == 0) return Status::ok();
+  size_t& have = registered[base];
+  if (bytes <= have) return Status::ok();
+  cudaError_t e = cudaHostRegister(static_cast<char*>(base) + have, bytes - have,
+                                   cudaHostRegisterMapped | cudaHostRegisterPortable);
   if (e == cudaErrorHostMemoryAlreadyRegistered) {
     (void)cudaGetLastError();
     e = cudaSuccess;
   }
   TH_CHECK(cudaCheck(e, "cudaHostRegister of a device FIFO segment"));
-  registered.insert(base);
+  have = bytes;
   return Status::ok();
 }
 

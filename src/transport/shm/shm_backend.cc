@@ -286,7 +286,8 @@ uint64_t ShmBackend::memoryBytes() const { return domain_ ? domain_->inboxBytes(
 Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   if (!canConnect(peer)) return invalidUsage("rank %d has no device FIFOs with rank %d", ctx_.rank, peer);
   shm::FifoView v;
-  TH_ASSIGN(v, send ? domain_->sendFifo(peer, channel) : domain_->recvFifo(peer, channel));
+  const bool onDevice = send ? sendOnDevice_[peer] : recvOnDevice_[peer];  // then the host data pages stay unused
+  TH_ASSIGN(v, send ? domain_->sendFifo(peer, channel, !onDevice) : domain_->recvFifo(peer, channel, !onDevice));
   DeviceFifo f;
   f.control = v.ctl;
   f.headers = v.headers;
@@ -294,12 +295,15 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   f.slots = v.slots;
   f.slotBytes = v.slotBytes;
   f.memory = device::MemoryKind::kHost;
-  if (send ? sendOnDevice_[peer] : recvOnDevice_[peer]) {
+  if (onDevice) {
     char* area = send ? deviceInbox_->peerBase(peer) : deviceInbox_->base();
     f.data = area + v.areaOffset;
     f.memory = device::MemoryKind::kDevice;
   }
   std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
+  // Slots in GPU memory: the kernels reach only the control area (counters, headers) of the inbox, so only
+  // that much is registered (pinned); the host data pages are never allocated.
+  if (onDevice) f.segmentBytes = std::min(f.segmentBytes, v.dataOffset - v.areaOffset);
   if (directOnDevice_[peer]) {
     if (send) f.directAcks = deviceExports_->acksFrom(peer);
     else f.directImports = deviceExports_->importsOf(peer);

@@ -143,7 +143,7 @@ void ShmDomain::setDirectOk(int rank, bool ok) {
   if (Peer* p = findPeer(rank)) p->info.directOk = ok;
 }
 
-Result<shm::FifoView> ShmDomain::sendFifo(int peer, int channel) {
+Result<shm::FifoView> ShmDomain::sendFifo(int peer, int channel, bool withData) {
   Peer* p = findPeer(peer);
   if (p == nullptr) return internalError("rank %d is not a shared-memory peer", peer);
   if (channel < 0 || static_cast<uint32_t>(channel) >= p->nChannels)
@@ -152,11 +152,12 @@ Result<shm::FifoView> ShmDomain::sendFifo(int peer, int channel) {
   shm::FifoView f = shm::fifoAt(p->inbox->base(), p->controlOffset, p->controlStride, p->dataOffset, p->dataStride,
                                 p->slots, p->slotBytes, index);
   f.syncKey = shm::tsanKey(params_.commHash, params_.rank, peer, channel);
-  TH_CHECK(p->inbox->populateRange(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
+  if (withData)
+    TH_CHECK(p->inbox->populateRange(f.dataOffset, f.dataBytes).withContext("connecting to rank " + std::to_string(peer)));
   return f;
 }
 
-Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel) {
+Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel, bool withData) {
   Peer* p = findPeer(peer);
   if (p == nullptr) return internalError("rank %d is not a shared-memory peer", peer);
   if (channel < 0 || channel >= params_.nChannels)
@@ -165,7 +166,8 @@ Result<shm::FifoView> ShmDomain::recvFifo(int peer, int channel) {
   shm::FifoView f = shm::fifoAt(inbox_->base(), controlOffset_, controlStride_, dataOffset_, dataStride_, params_.slots,
                                 params_.slotBytes, index);
   f.syncKey = shm::tsanKey(params_.commHash, peer, params_.rank, channel);
-  TH_CHECK(inbox_->populateRange(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
+  if (withData)
+    TH_CHECK(inbox_->populateRange(f.dataOffset, f.dataBytes).withContext("connecting from rank " + std::to_string(peer)));
   return f;
 }
 

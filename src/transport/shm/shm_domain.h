@@ -73,8 +73,9 @@ class ShmDomain {
   Result<std::unique_ptr<SendConnection>> connectSend(int peer, int channel, ConnectionCounters* counters,
                                                       bool useDirect);
   // The FIFOs themselves (pages populated), for users other than the connection objects.
-  Result<shm::FifoView> sendFifo(int peer, int channel);
-  Result<shm::FifoView> recvFifo(int peer, int channel);
+  // `withData` false: the data pages stay unallocated (the device FIFOs whose slots are in GPU memory).
+  Result<shm::FifoView> sendFifo(int peer, int channel, bool withData = true);
+  Result<shm::FifoView> recvFifo(int peer, int channel, bool withData = true);
   // Bytes of the FIFO data area of `peer`'s inbox, or of this rank's own for -1
   // (the geometry of a device inbox, device_inbox.h).
   size_t dataAreaBytes(int peer) const;
