@@ -98,6 +98,7 @@ exec::Plan* Engine::nextPlan() {
   exec::Plan* p = plans_[plansUsed_++].get();
   p->clear();
   p->rank = comm_.rank();
+  p->cudaDev = comm_.cudaDev();
   p->transports = comm_.transports();
   p->abort = &comm_.abortFlag();
   p->sliceBytes = sliceBytes_;

@@ -59,9 +59,17 @@ Status classifyMemory(std::vector<CommOps>& work) {
           return invalidArgument("%s %p is memory of CUDA device %d, but the communicator (rank %d) belongs to device %d",
                                  b.name, b.p, dev, w.comm->rank(), w.comm->cudaDev());
       }
-      if (onDevice == &op && !cuda->streamInCurrentContext(op.stream))
-        return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
-                            static_cast<void*>(op.stream));
+      // The stream must be the communicator's device's (NCCL's rule; within a group the calling thread's
+      // current device does not matter: one thread may drive communicators on several devices).
+      if (onDevice == &op) {
+        const int sdev = cuda->streamDevice(op.stream);
+        if (sdev >= 0 && w.comm->cudaDev() >= 0 && sdev != w.comm->cudaDev())
+          return invalidUsage("the stream %p belongs to CUDA device %d, but the communicator (rank %d) belongs to "
+                              "device %d", static_cast<void*>(op.stream), sdev, w.comm->rank(), w.comm->cudaDev());
+        if (sdev == -2 && !cuda->streamInCurrentContext(op.stream))  // a driver that cannot tell the device
+          return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
+                              static_cast<void*>(op.stream));
+      }
     }
   }
   if (onDevice != nullptr && pageable != nullptr)

@@ -77,7 +77,7 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
                               op.recvMemory == device::MemoryKind::kDevice);
   const device::MemoryKind scratchKind = deviceScratch ? device::MemoryKind::kDevice : device::MemoryKind::kHost;
   if (total > 0) {
-    TH_ASSIGN(s, deviceScratch ? deviceScratch_.get(total) : scratch_.get(total));
+    TH_ASSIGN(s, deviceScratch ? deviceScratch_.get(total, comm_.cudaDev()) : scratch_.get(total));
   }
 
   exec::CallBuffers b;

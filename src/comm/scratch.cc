@@ -30,13 +30,13 @@ void ScratchArena::release() {
   bytes_ = 0;
 }
 
-Result<char*> DeviceScratchArena::get(size_t bytes) {
+Result<char*> DeviceScratchArena::get(size_t bytes, int device) {
   if (!regions_.empty() && bytes <= current_) return static_cast<char*>(regions_.back());
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) return internalError("device scratch: the CUDA driver is not loaded");
   size_t want = std::max(bytes, current_ * 2);
   void* p;
-  TH_ASSIGN(p, cuda->alloc(want));
+  TH_ASSIGN(p, cuda->allocOn(device, want));  // the communicator's device, whichever is current
   regions_.push_back(p);
   current_ = want;
   return static_cast<char*>(p);

@@ -41,8 +41,9 @@ class ScratchArena {
 class DeviceScratchArena {
  public:
   ~DeviceScratchArena() { release(); }
-  // At least `bytes` of device scratch (errors: no CUDA driver, allocation failed).
-  Result<char*> get(size_t bytes);
+  // At least `bytes` of device scratch on `device` (-1: the current one) (errors: no CUDA driver,
+  // allocation failed).
+  Result<char*> get(size_t bytes, int device);
   void release();
 
  private:

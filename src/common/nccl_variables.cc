@@ -177,12 +177,13 @@ bool ignoredEcosystemName(const std::string& name) {
   for (const char* e : exact)
     if (name == e) return true;
   // Theseus' tools: the launcher's rank variables, the test harness, make test-torch, gpu-check, the
-  // libibverbs test double (tests/ib_double).
+  // libibverbs and CUDA test doubles (tests/ib_double, tests/cuda_double).
   static const char* const tools[] = {"THESEUS_RANK", "THESEUS_NRANKS", "THESEUS_LOCAL_RANK", "THESEUS_LOCAL_SIZE",
                                       "THESEUS_HOST", "THESEUS_EXPECT_LIB"};
   for (const char* t : tools)
     if (name == t) return true;
-  for (const char* prefix : {"NCCL_ROOT", "NCCL_TESTS_", "THESEUS_TEST_", "THESEUS_TORCH_", "THESEUS_GPU_", "THESEUS_FAKE_IBV_"})
+  for (const char* prefix : {"NCCL_ROOT", "NCCL_TESTS_", "THESEUS_TEST_", "THESEUS_TORCH_", "THESEUS_GPU_",
+                             "THESEUS_FAKE_IBV_", "THESEUS_FAKE_CUDA_"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -45,6 +45,9 @@ struct DriverLoader {
     d->ipcOpenMemHandle_ = dlsym(h, "cuIpcOpenMemHandle_v2");
     d->ipcCloseMemHandle_ = dlsym(h, "cuIpcCloseMemHandle");
     d->memGetAddressRange_ = dlsym(h, "cuMemGetAddressRange_v2");
+    d->streamGetDevice_ = dlsym(h, "cuStreamGetDevice");
+    d->deviceCanAccessPeer_ = dlsym(h, "cuDeviceCanAccessPeer");
+    d->ctxEnablePeerAccess_ = dlsym(h, "cuCtxEnablePeerAccess");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
@@ -136,6 +139,14 @@ bool CudaDriver::streamInCurrentContext(cudaStream_t stream) const {
   return current == nullptr || streamCtx == current;
 }
 
+int CudaDriver::streamDevice(cudaStream_t stream) const {
+  if (stream == nullptr || reinterpret_cast<uintptr_t>(stream) <= 2) return -1;
+  if (streamGetDevice_ == nullptr) return -2;
+  int dev = -1;
+  if (reinterpret_cast<CuResult (*)(void*, int*)>(streamGetDevice_)(stream, &dev) != 0) return -2;
+  return dev;
+}
+
 Status CudaDriver::copyToHost(void* dst, const void* src, size_t bytes) const {
   auto fn = reinterpret_cast<CuResult (*)(void*, CuDevicePtr, size_t)>(memcpyDtoH_);
   return check(fn(dst, reinterpret_cast<CuDevicePtr>(src), bytes), "cuMemcpyDtoH");
@@ -164,6 +175,25 @@ Result<void*> CudaDriver::alloc(size_t bytes) const {
   auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr*, size_t)>(memAlloc_);
   TH_CHECK(check(fn(&p, bytes), "cuMemAlloc"));
   return reinterpret_cast<void*>(p);
+}
+
+Status CudaDriver::withDevice(int dev, const std::function<Status()>& fn) const {
+  if (dev < 0 || currentDevice() == dev) return fn();
+  void* saved = nullptr;
+  (void)reinterpret_cast<CuResult (*)(void**)>(ctxGetCurrent_)(&saved);
+  TH_CHECK(useDevice(dev));
+  Status s = fn();
+  (void)reinterpret_cast<CuResult (*)(void*)>(ctxSetCurrent_)(saved);
+  return s;
+}
+
+Result<void*> CudaDriver::allocOn(int dev, size_t bytes) const {
+  void* p = nullptr;
+  TH_CHECK(withDevice(dev, [&]() -> Status {
+    TH_ASSIGN(p, alloc(bytes));
+    return Status::ok();
+  }));
+  return p;
 }
 
 Status CudaDriver::free(void* p) const {
@@ -206,25 +236,49 @@ Status CudaDriver::ipcClose(void* mapped) const {
   return check(fn(reinterpret_cast<CuDevicePtr>(mapped)), "cuIpcCloseMemHandle");
 }
 
-Status CudaDriver::useDevice(int dev) const {
-  if (currentDevice() == dev) return Status::ok();
-  if (deviceGet_ == nullptr || primaryCtxRetain_ == nullptr || ctxSetCurrent_ == nullptr)
-    return Status(ncclUnhandledCudaError, "the CUDA driver has no cuDevicePrimaryCtxRetain/cuCtxSetCurrent");
+// The primary context of `dev`, retained once per device for the life of the
+// process (as the CUDA runtime keeps it).
+Result<void*> CudaDriver::primaryContext(int dev) const {
+  if (deviceGet_ == nullptr || primaryCtxRetain_ == nullptr)
+    return Status(ncclUnhandledCudaError, "the CUDA driver has no cuDevicePrimaryCtxRetain");
   static std::mutex mu;
   static void* retained[kMaxDevices] = {};
   if (dev < 0 || dev >= kMaxDevices) return invalidArgument("CUDA device %d is out of range", dev);
-  void* ctx = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (retained[dev] == nullptr) {
-      int handle = 0;
-      TH_CHECK(check(reinterpret_cast<CuResult (*)(int*, int)>(deviceGet_)(&handle, dev), "cuDeviceGet"));
-      TH_CHECK(check(reinterpret_cast<CuResult (*)(void**, int)>(primaryCtxRetain_)(&retained[dev], handle),
-                     "cuDevicePrimaryCtxRetain"));
-    }
-    ctx = retained[dev];
+  std::lock_guard<std::mutex> lock(mu);
+  if (retained[dev] == nullptr) {
+    int handle = 0;
+    TH_CHECK(check(reinterpret_cast<CuResult (*)(int*, int)>(deviceGet_)(&handle, dev), "cuDeviceGet"));
+    TH_CHECK(check(reinterpret_cast<CuResult (*)(void**, int)>(primaryCtxRetain_)(&retained[dev], handle),
+                   "cuDevicePrimaryCtxRetain"));
   }
+  return retained[dev];
+}
+
+Status CudaDriver::useDevice(int dev) const {
+  if (currentDevice() == dev) return Status::ok();
+  if (ctxSetCurrent_ == nullptr)
+    return Status(ncclUnhandledCudaError, "the CUDA driver has no cuDevicePrimaryCtxRetain/cuCtxSetCurrent");
+  void* ctx = nullptr;
+  TH_ASSIGN(ctx, primaryContext(dev));
   return check(reinterpret_cast<CuResult (*)(void*)>(ctxSetCurrent_)(ctx), "cuCtxSetCurrent");
+}
+
+Status CudaDriver::enablePeerAccess(int peer) const {
+  const int self = currentDevice();
+  if (self < 0) return invalidUsage("no CUDA context is current on the calling thread");
+  if (self == peer) return Status::ok();
+  if (deviceCanAccessPeer_ == nullptr || ctxEnablePeerAccess_ == nullptr)
+    return Status(ncclUnhandledCudaError, "the CUDA driver has no cuDeviceCanAccessPeer/cuCtxEnablePeerAccess");
+  int can = 0;
+  TH_CHECK(check(reinterpret_cast<CuResult (*)(int*, int, int)>(deviceCanAccessPeer_)(&can, self, peer),
+                 "cuDeviceCanAccessPeer"));
+  if (can == 0) return invalidUsage("CUDA device %d cannot access device %d's memory (no peer access)", self, peer);
+  void* ctx = nullptr;
+  TH_ASSIGN(ctx, primaryContext(peer));
+  constexpr int kAlreadyEnabled = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+  int rc = reinterpret_cast<CuResult (*)(void*, unsigned)>(ctxEnablePeerAccess_)(ctx, 0);
+  if (rc == kAlreadyEnabled) return Status::ok();
+  return check(rc, "cuCtxEnablePeerAccess");
 }
 
 int CudaDriver::deviceCount() const {

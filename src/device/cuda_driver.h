@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "common/status.h"
 #include "device/memory_kind.h"
@@ -38,6 +39,14 @@ class CudaDriver {
   // True when `stream` belongs to the calling thread's current context (the
   // legacy and per-thread default streams always do).
   bool streamInCurrentContext(cudaStream_t stream) const;
+  // The CUDA device `stream` belongs to (cuStreamGetDevice); -1 for the NULL,
+  // legacy and per-thread streams (the current device's), -2 when the driver
+  // cannot tell (older than CUDA 12.8).
+  int streamDevice(cudaStream_t stream) const;
+  // Lets the calling thread's context (this rank's device) reach device
+  // `peer`'s memory (cuCtxEnablePeerAccess on `peer`'s primary context); an
+  // error when the hardware cannot. Already enabled is fine.
+  Status enablePeerAccess(int peer) const;
   // True when `p` is device memory the host cannot dereference directly.
   bool isDevicePointer(const void* p) const { return memoryKind(p) == MemoryKind::kDevice; }
   Status copyToHost(void* dst, const void* src, size_t bytes) const;
@@ -47,6 +56,11 @@ class CudaDriver {
   // True when `stream` is being captured into a CUDA graph.
   bool isCapturing(cudaStream_t stream) const;
   Result<void*> alloc(size_t bytes) const;
+  // Runs `fn` with device `dev`'s primary context current, whatever the calling thread has current,
+  // and restores the thread's context after; dev < 0: as is. Memory allocated or IPC handles opened
+  // there belong to that device's context.
+  Status withDevice(int dev, const std::function<Status()>& fn) const;
+  Result<void*> allocOn(int dev, size_t bytes) const;  // alloc() within withDevice(dev)
   Status free(void* p) const;
   // CUDA IPC for memory from alloc() (cuIpcGetMemHandle): a handle another
   // process opens (cuIpcOpenMemHandle, peer access enabled lazily) to reach the
@@ -80,7 +94,9 @@ class CudaDriver {
      getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr,
      streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,
      ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr,
-     memGetAddressRange_ = nullptr;
+     memGetAddressRange_ = nullptr, streamGetDevice_ = nullptr, deviceCanAccessPeer_ = nullptr,
+     ctxEnablePeerAccess_ = nullptr;
+  Result<void*> primaryContext(int dev) const;
   friend struct DriverLoader;
 };
 

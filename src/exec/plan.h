@@ -102,6 +102,7 @@ struct Plan {
   std::vector<PlanBuffer> buffers;    // the buffers the steps address that are not plain host memory
   device::MemoryKindMask memory = 0;  // the kinds of every buffer the steps address (host included)
   int rank = -1;
+  int cudaDev = -1;  // the communicator's CUDA device (-1: none): device executors launch there
   transport::TransportManager* transports = nullptr;
   const AbortFlag* abort = nullptr;
   // Integer average: divide these elements by reduction.divisor once everything else is done.

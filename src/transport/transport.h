@@ -107,7 +107,7 @@ struct DeviceFifo {
   // peer mapped), a receive FIFO's imports (where this rank mapped the peer's exports), and the
   // mapping that holds them (registered like the segment).
   uint64_t* directAcks = nullptr;
-  const void* directImports = nullptr;  // DeviceImport[DeviceExports::kMaxEntries]
+  const void* directImports = nullptr;  // DeviceImport[kMaxDeviceExports]
   void* directTablesBase = nullptr;
   size_t directTablesBytes = 0;
 };
@@ -119,6 +119,7 @@ struct DeviceImport {
   char* base = nullptr;  // null: not mapped
   uint64_t bytes = 0;
 };
+inline constexpr uint32_t kMaxDeviceExports = 64;  // allocations a rank exports per communicator
 struct DeviceExportRef {
   int32_t entry = -1;  // -1: the range is in no exported allocation
   uint64_t generation = 0;

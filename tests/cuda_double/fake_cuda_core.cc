@@ -399,6 +399,9 @@ void destroyGraph(Graph* g) {
 extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBlocks(
     cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args, uint32_t blocks) {
   if (blocks == 0) return fakecuda::fail(cudaErrorInvalidConfiguration);
+  // A kernel goes to the current device: a stream of another device is not a handle of this context.
+  if (fakecuda::isExplicitStream(stream) && stream->device != fakecuda::currentDevice())
+    return fakecuda::fail(cudaErrorInvalidResourceHandle);
   const fakecuda::Work w{.kind = fakecuda::Work::kBlocks, .dst = args, .n = blocks, .blockFn = fn};
   return fakecuda::fail(fakecuda::enqueue(fakecuda::streamOf(stream), w));
 }

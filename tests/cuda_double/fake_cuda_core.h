@@ -83,6 +83,10 @@ int deviceCount();
 int& currentDevice();         // of the calling thread (cudaSetDevice)
 bool& contextCurrent();       // the calling thread has made a device current
 void* contextOf(int device);  // a stable pointer per device: its "context"
+// A stream handle of a device of its own (not NULL, legacy or per-thread, which follow the caller).
+inline bool isExplicitStream(cudaStream_t s) {
+  return s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread;
+}
 
 struct Graph;
 struct UserObject;
@@ -106,6 +110,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
+  int device = 0;  // where it was created: it may be recorded only on that device's streams
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0;   // generations recorded

@@ -2,6 +2,9 @@
 // (src/device/cuda_driver.cc) looks up with dlsym, over the same state as the
 // runtime half (fake_cuda_core.h). CUresult values are plain ints here.
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "fake_cuda_core.h"
 
@@ -71,6 +74,33 @@ FAKE_API int cuStreamIsCapturing(void* stream, int* status) {
 
 FAKE_API int cuStreamGetCtx(void* stream, void** ctx) {
   *ctx = fakecuda::contextOf(fakecuda::streamOf(static_cast<cudaStream_t>(stream))->device);
+  return kSuccess;
+}
+
+FAKE_API int cuStreamGetDevice(void* stream, int* device) {
+  auto s = static_cast<cudaStream_t>(stream);
+  *device = fakecuda::isExplicitStream(s) ? s->device : fakecuda::currentDevice();
+  return kSuccess;
+}
+
+// Every pair of distinct devices can reach each other; access is enabled per (current device, peer).
+FAKE_API int cuDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (device < 0 || peer < 0 || device >= fakecuda::deviceCount() || peer >= fakecuda::deviceCount()) return 101;
+  *can = device != peer ? 1 : 0;
+  return kSuccess;
+}
+
+FAKE_API int cuCtxEnablePeerAccess(void* peerCtx, unsigned int) {
+  if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+  int peer = -1;
+  for (int d = 0; d < fakecuda::deviceCount(); ++d)
+    if (fakecuda::contextOf(d) == peerCtx) peer = d;
+  if (peer < 0) return 201;
+  if (peer == fakecuda::currentDevice()) return 1;  // CUDA_ERROR_INVALID_VALUE
+  static std::mutex mu;
+  static std::set<std::pair<int, int>> enabled;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!enabled.insert({fakecuda::currentDevice(), peer}).second) return 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
   return kSuccess;
 }
 

@@ -199,6 +199,7 @@ FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* d
 
 FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
   *e = new CUevent_st();
+  (*e)->device = fakecuda::currentDevice();
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
@@ -207,6 +208,8 @@ FAKE_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  // CUDA refuses to record an event on a stream of another device than the event's.
+  if (fakecuda::isExplicitStream(s) && s->device != e->device) return fail(cudaErrorInvalidResourceHandle);
   uint64_t gen;
   {
     std::lock_guard<std::mutex> lock(e->mu);

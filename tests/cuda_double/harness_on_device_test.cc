@@ -101,5 +101,46 @@ TEST(OnDeviceSlots, InGpuMemoryThroughCudaIpcUnlessP2pIsDisabled) {
   }
 }
 
+// Ranks on several devices, as NCCL's "one thread, several GPUs" usage runs
+// them (-g 2: one thread issues every rank's operations in one group, its
+// current device whichever it set last) and as threads or processes on a
+// device each. The CUDA executor launches each rank's kernel on its own
+// device, and the pairs get device slots and zero-copy reads through peer
+// access (threads) or CUDA IPC (processes). On the CUDA test double with 2
+// devices, whose launches and event records refuse a stream of another device
+// than the current one, as CUDA does.
+TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
+  struct Case {
+    int np;
+    const char* threads;
+    const char* gpus;
+    const char* prog;
+    const char* mapping;
+  };
+  const Case cases[] = {{1, "1", "2", "all_reduce_perf", "in place (same process)"},
+                        {1, "1", "2", "sendrecv_perf", "in place (same process)"},
+                        {1, "2", "1", "all_gather_perf", "in place (same process)"},
+                        {2, "1", "1", "alltoall_perf", "in place (CUDA IPC)"}};
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(c.np), "--timeout", "100", "--",
+                                     std::string(PERF_BIN_DIR) + "/" + c.prog + "_cuda_double",
+                                     "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-d", "all",
+                                     "-t", c.threads, "-g", c.gpus, "-R", "1", "-T", "30"};
+    ProcResult r = runProcess(argv,
+                              {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"THESEUS_FAKE_CUDA_DEVICES", "2"},
+                               {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,REG"}},
+                              120);
+    const std::string what = std::string(c.prog) + " np " + std::to_string(c.np) + " -t " + c.threads + " -g " + c.gpus;
+    ASSERT_EQ(r.exitCode, 0) << what << "\n" << diag(r);
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << what << "\n" << diag(r);
+    const std::string all = r.out + r.err;
+    EXPECT_NE(all.find("cudaDev 1"), std::string::npos) << what << ": a rank on device 1 expected\n" << diag(r);
+    EXPECT_NE(all.find("1 with device FIFOs (slots in GPU memory with 1), registered buffers read in place by 1"),
+              std::string::npos) << what << "\n" << diag(r);
+    EXPECT_NE(all.find(c.mapping), std::string::npos) << what << "\n" << diag(r);
+    EXPECT_EQ(all.find("keep their slots in host memory"), std::string::npos) << what << "\n" << diag(r);
+  }
+}
+
 }  // namespace
 }  // namespace theseus::test

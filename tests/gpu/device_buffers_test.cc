@@ -543,6 +543,17 @@ THESEUS_RANK_FN(bad_device_input) {
     RANK_CHECK(ncclAllReduce(other, other, 4096, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
     RANK_CHECK(strstr(ncclGetLastError(comm), "CUDA device 1") != nullptr);
     CUDA_OK(cudaFree(other));
+    // A stream of another device than the communicator's, whatever device is current.
+    cudaStream_t otherStream;
+    CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaStreamCreate(&otherStream));
+    for (int current : {0, 1}) {
+      CUDA_OK(cudaSetDevice(current));
+      RANK_CHECK(ncclAllReduce(dev, dev, 4096, ncclFloat, ncclSum, comm, otherStream) == ncclInvalidUsage);
+      RANK_CHECK(strstr(ncclGetLastError(comm), "belongs to CUDA device 1, but the communicator") != nullptr);
+    }
+    CUDA_OK(cudaStreamDestroy(otherStream));
+    CUDA_OK(cudaSetDevice(0));
   }
   // Still usable.
   RANK_NCCL(ncclAllReduce(dev, dev, 4096, ncclFloat, ncclSum, comm, nullptr));
@@ -554,7 +565,9 @@ THESEUS_RANK_FN(bad_device_input) {
 
 TEST(Gpu, BadDeviceInputIsRefusedBeforeAnythingRuns) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("bad_device_input", n));
+  theseus::test::SpawnOptions twoDevices;  // on the CUDA test double: another device to misuse (a GPU has its own)
+  twoDevices.env["THESEUS_FAKE_CUDA_DEVICES"] = "2";
+  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("bad_device_input", n, twoDevices));
 }
 
 TEST(Gpu, GraphCapturesThatCannotWorkAreRefusedClearly) {

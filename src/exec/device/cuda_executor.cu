@@ -116,7 +116,9 @@ class PinnedChunk {
 // One run()'s images, reusable once its events completed.
 struct Slot {
   PinnedChunk memory;
-  std::vector<cudaEvent_t> events;  // created as needed and kept: a warm slot creates none
+  // Created as needed and kept (a warm slot creates none); an event belongs to the device it was
+  // created on, so one recorded on another device's stream is made anew there.
+  std::vector<std::pair<cudaEvent_t, int>> events;
   size_t eventsUsed = 0;            // one per stream of the run
   std::vector<std::pair<const Plan*, dev::LaneResult*>> results;  // (first plan of the lane, its result)
   std::vector<std::vector<const Plan*>> lanePlans;
@@ -233,14 +235,46 @@ class CudaExecutor final : public Executor {
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
-  std::vector<std::pair<cudaStream_t, std::vector<size_t>>> streamLanes_;  // launch(): lanes per stream
+  struct StreamLanes {
+    cudaStream_t stream = nullptr;
+    int device = -1;  // the communicators' device: launches go there
+    std::vector<size_t> lanes;
+  };
+  std::vector<StreamLanes> streamLanes_;  // launch(): lanes per (stream, device)
+};
+
+// Launches and events go to the communicator's device, whichever device the
+// calling thread has current (one thread may drive communicators on several
+// devices in one group, as NCCL allows); the caller's device is restored after.
+class DeviceSwitch {
+ public:
+  DeviceSwitch() { have_ = cudaGetDevice(&original_) == cudaSuccess; }
+  ~DeviceSwitch() {
+    if (have_ && current_ != original_) (void)cudaSetDevice(original_);
+  }
+  DeviceSwitch(const DeviceSwitch&) = delete;
+  DeviceSwitch& operator=(const DeviceSwitch&) = delete;
+  Status to(int dev) {
+    if (dev < 0 || !have_) return Status::ok();
+    if (current_ < 0) current_ = original_;
+    if (dev == current_) return Status::ok();
+    TH_CHECK(cudaCheck(cudaSetDevice(dev), "cudaSetDevice to the communicator's device"));
+    current_ = dev;
+    return Status::ok();
+  }
+  int device() const { return current_ >= 0 ? current_ : original_; }
+
+ private:
+  bool have_ = false;
+  int original_ = -1;
+  int current_ = -1;
 };
 
 // Reads a finished slot's results; a failure is recorded for its communicator.
 Status CudaExecutor::collect(Slot& slot, bool wait) {
   if (!slot.busy) return Status::ok();
   for (size_t i = 0; i < slot.eventsUsed; ++i) {
-    cudaError_t q = wait ? cudaEventSynchronize(slot.events[i]) : cudaEventQuery(slot.events[i]);
+    cudaError_t q = wait ? cudaEventSynchronize(slot.events[i].first) : cudaEventQuery(slot.events[i].first);
     if (q == cudaErrorNotReady) return Status(ncclInProgress, "");
     TH_CHECK(cudaCheck(q, "waiting for an earlier group's kernels"));
   }
@@ -396,19 +430,22 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
 Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs,
                             Slot* slot, Captured* captured) {
   auto take = [&memory](size_t bytes, size_t align) { return PinnedChunk::allocate(&memory, bytes, align); };
-  // The lanes of each stream (storage reused by every run: a warm enqueue allocates nothing).
+  // The lanes of each (stream, device) (storage reused by every run: a warm enqueue allocates nothing).
   size_t ngroups = 0;
   for (size_t l = 0; l < lanes.size(); ++l) {
     cudaStream_t s = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front()->stream;
+    int dev = lanes[l].plans.empty() ? -1 : lanes[l].plans.front()->cudaDev;
     size_t g = 0;
-    while (g < ngroups && streamLanes_[g].first != s) ++g;
+    while (g < ngroups && (streamLanes_[g].stream != s || streamLanes_[g].device != dev)) ++g;
     if (g == ngroups) {
       if (ngroups == streamLanes_.size()) streamLanes_.emplace_back();
-      streamLanes_[ngroups].first = s;
-      streamLanes_[ngroups++].second.clear();
+      streamLanes_[ngroups].stream = s;
+      streamLanes_[ngroups].device = dev;
+      streamLanes_[ngroups++].lanes.clear();
     }
-    streamLanes_[g].second.push_back(l);
+    streamLanes_[g].lanes.push_back(l);
   }
+  DeviceSwitch device;
   if (slot != nullptr) {
     slot->lanes = 0;
     slot->eventsUsed = 0;
@@ -416,8 +453,9 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     if (slot->lanePlans.size() < lanes.size()) slot->lanePlans.resize(lanes.size());
   }
   for (size_t g = 0; g < ngroups; ++g) {
-    const cudaStream_t stream = streamLanes_[g].first;
-    const std::vector<size_t>& members = streamLanes_[g].second;
+    const cudaStream_t stream = streamLanes_[g].stream;
+    const std::vector<size_t>& members = streamLanes_[g].lanes;
+    TH_CHECK(device.to(streamLanes_[g].device));
     auto* launches = static_cast<dev::LaneLaunch*>(take(members.size() * sizeof(dev::LaneLaunch),
                                                         alignof(dev::LaneLaunch)));
     if (launches == nullptr) return internalError("CUDA executor: image memory exhausted");
@@ -462,12 +500,17 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), threads, stream);
     TH_CHECK(cudaCheck(static_cast<cudaError_t>(rc), "launching the Theseus kernel"));
     if (slot == nullptr) continue;
-    if (slot->eventsUsed == slot->events.size()) {
-      cudaEvent_t e;
-      TH_CHECK(cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
-      slot->events.push_back(e);
+    if (slot->eventsUsed == slot->events.size()) slot->events.emplace_back(nullptr, -1);
+    auto& [event, eventDevice] = slot->events[slot->eventsUsed];
+    if (event != nullptr && eventDevice != device.device()) {
+      (void)cudaEventDestroy(event);  // completed: the slot was collected before reuse
+      event = nullptr;
     }
-    TH_CHECK(cudaCheck(cudaEventRecord(slot->events[slot->eventsUsed], stream), "cudaEventRecord"));
+    if (event == nullptr) {
+      TH_CHECK(cudaCheck(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
+      eventDevice = device.device();
+    }
+    TH_CHECK(cudaCheck(cudaEventRecord(event, stream), "cudaEventRecord"));
     ++slot->eventsUsed;
   }
   return Status::ok();

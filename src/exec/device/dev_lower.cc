@@ -4,7 +4,6 @@
 
 #include "exec/reduce_kernels.h"
 #include "transport/fifo_layout.h"
-#include "transport/shm/device_exports.h"
 #include "transport/transport_manager.h"
 
 namespace theseus::exec::dev {
@@ -20,7 +19,7 @@ static_assert(offsetof(SlotHeader, regionId) == offsetof(transport::shm::SlotHea
 static_assert(kSlotInline == transport::shm::kSlotInline && kSlotDirectDevice == transport::shm::kSlotDirectDevice);
 static_assert(sizeof(Import) == sizeof(transport::DeviceImport) &&
               offsetof(Import, bytes) == offsetof(transport::DeviceImport, bytes));
-static_assert(kMaxExports == transport::DeviceExports::kMaxEntries);
+static_assert(kMaxExports == transport::kMaxDeviceExports);
 
 namespace {
 

@@ -260,20 +260,24 @@ void DeviceExports::refresh() {
       Peer::Imported& im = peer.imported[e];
       im.generation = g;  // also when mapping fails: tried once per export
       if (peer.sameProcess) {
-        if (dev != device_) {
-          TH_INFO(log::kShm, "rank %d reads rank %d's registered buffers through FIFO slots: they are on CUDA device "
-                  "%d, this rank uses %d", rank_, peer.rank, dev, device_);
-          continue;
-        }
+        // The address as is: on another device, peer access was enabled when this rank opened the peer's
+        // device inbox (a pair reads in place only with device slots both ways).
+        (void)dev;
         im.mapped = reinterpret_cast<void*>(static_cast<uintptr_t>(base));
       } else {
-        auto mapped = device::CudaDriver::get()->ipcOpen(handle);
-        if (!mapped.isOk()) {
+        // Mapped into this rank's device's context (the caller may have another device current).
+        const device::CudaDriver* cuda = device::CudaDriver::get();
+        void* mapped = nullptr;
+        Status opened = cuda->withDevice(device_, [&]() -> Status {
+          TH_ASSIGN(mapped, cuda->ipcOpen(handle));
+          return Status::ok();
+        });
+        if (!opened.isOk()) {
           TH_WARN("rank %d reads rank %d's registered buffer of %" PRIu64 " bytes through FIFO slots: %s", rank_,
-                  peer.rank, bytes, mapped.status().message().c_str());
+                  peer.rank, bytes, opened.message().c_str());
           continue;
         }
-        im.mapped = mapped.value();
+        im.mapped = mapped;
         im.ipc = true;
       }
       imports(peer.localIndex)[e] = DeviceImport{static_cast<char*>(im.mapped), bytes};

@@ -57,7 +57,7 @@ class ShmSegment;
 
 class DeviceExports {
  public:
-  static constexpr uint32_t kMaxEntries = 64;
+  static constexpr uint32_t kMaxEntries = kMaxDeviceExports;
 
   // This rank's tables (a shared segment for `nLocal` local ranks).
   static Result<std::unique_ptr<DeviceExports>> create(uint64_t commHash, int rank, int localIndex, int nLocal,

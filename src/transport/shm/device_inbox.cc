@@ -95,11 +95,15 @@ Status DeviceInbox::openPeer(int rank, const std::string& locator, size_t needBy
   Peer peer;
   peer.rank = rank;
   if (p.pid == pid_ && p.cookie == cookie_) {
-    // A thread of this process: its address is valid here, but reaching another
-    // device's memory would need peer access this rank has not enabled.
-    if (p.device != device_)
-      return invalidUsage("rank %d is a thread of this process on CUDA device %d, this rank uses device %d", rank,
-                          p.device, device_);
+    // A thread of this process: its address is valid here; on another device it
+    // needs peer access from this rank's context (NVLink or PCIe P2P), which
+    // also lets this rank's kernels read that rank's registered buffers.
+    if (p.device != device_) {
+      Status s = device::CudaDriver::get()->enablePeerAccess(p.device);
+      if (!s.isOk())
+        return s.withContext("rank " + std::to_string(rank) + " is a thread of this process on CUDA device " +
+                             std::to_string(p.device) + ", this rank uses device " + std::to_string(device_));
+    }
     peer.base = reinterpret_cast<char*>(static_cast<uintptr_t>(p.address));
   } else {
     void* mapped = nullptr;

@@ -16,7 +16,7 @@
 // uses device slots only when the sender opened the receiver's area, so both
 // sides agree; otherwise it keeps the host slots of the inbox. Ranks that are
 // threads of one process share addresses: the peer's pointer is used as is,
-// when both ranks use the same device (no peer access is enabled here).
+// on another device after enabling peer access to it (cuCtxEnablePeerAccess).
 //
 // Memory ordering is the FIFO protocol's (shm_layout.h): the sender's kernel
 // fences at system scope after the payload and before the head it publishes,
