@@ -274,6 +274,29 @@ TEST(DeviceInterpreter, RestartedPlansReplayLikeACapturedGraph) {
   runAllreduce("recursive_doubling", 4, 2000, 3, deferred, 512, 3, &scalar);
 }
 
+// A flat plan of one step between two ranks (a send or a receive on channel 0),
+// its buffer recorded as device memory (where the lowering looks exports up).
+Plan onePeerPlan(FifoManager* m, int rank, PlanStep st, const void* buf) {
+  Plan p;
+  p.rank = rank;
+  p.transports = m;
+  p.sliceBytes = 1024;
+  p.elemBytes = 4;
+  p.chunked = false;
+  p.tag = 9;
+  st.index = 0;
+  PlanConn c;
+  c.peer = 1 - rank;
+  c.isSend = st.op == schedule::Op::kSend;
+  c.nsteps = 1;
+  if (c.isSend) st.outConn = 0;
+  else st.inConn = 0;
+  p.steps.push_back(st);
+  p.conns.push_back(c);
+  p.addBuffer(buf, st.bytes, device::MemoryKind::kDevice, !c.isSend, nullptr);
+  return p;
+}
+
 // Zero-copy: receivers read the senders' registered buffers in place. In
 // place, a rank overwrites the very buffer its peers read directly, so a
 // round must stay unfinished until the receiver released it, or successors
@@ -297,26 +320,6 @@ TEST(DeviceInterpreter, AZeroCopyMessageTheReceiverCannotReadFailsThePlan) {
   // Rank 1 "acked" entry 5 without mapping it.
   uint64_t* acks = world.fifo(0, 1, 0).directAcks;
   acks[5] = 105;
-  auto make = [](FifoManager* m, int rank, PlanStep st, const void* buf) {
-    Plan p;
-    p.rank = rank;
-    p.transports = m;
-    p.sliceBytes = 1024;
-    p.elemBytes = 4;
-    p.chunked = false;
-    p.tag = 9;
-    st.index = 0;
-    PlanConn c;
-    c.peer = 1 - rank;
-    c.isSend = st.op == schedule::Op::kSend;
-    c.nsteps = 1;
-    if (c.isSend) st.outConn = 0;
-    else st.inConn = 0;
-    p.steps.push_back(st);
-    p.conns.push_back(c);
-    p.addBuffer(buf, 400, device::MemoryKind::kDevice, !c.isSend, nullptr);
-    return p;
-  };
   PlanStep send;
   send.op = schedule::Op::kSend;
   send.sendPeer = 1;
@@ -329,7 +332,7 @@ TEST(DeviceInterpreter, AZeroCopyMessageTheReceiverCannotReadFailsThePlan) {
   recv.hasDst = true;
   recv.dst = reinterpret_cast<char*>(b.data());
   recv.bytes = 400;
-  Plan p0 = make(&m0, 0, send, a.data()), p1 = make(&m1, 1, recv, b.data());
+  Plan p0 = onePeerPlan(&m0, 0, send, a.data()), p1 = onePeerPlan(&m1, 1, recv, b.data());
   dev::LoweredPlan l0, l1;
   ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
   ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
@@ -348,25 +351,6 @@ TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
   FifoWorld world(2, 2, 1024);
   FifoManager m0(&world, 0), m1(&world, 1);
   std::vector<float> a(100, 1.0f), b(60, 0.0f);
-  auto make = [](FifoManager* m, int rank, PlanStep st) {
-    Plan p;
-    p.rank = rank;
-    p.transports = m;
-    p.sliceBytes = 1024;
-    p.elemBytes = 4;
-    p.chunked = false;
-    p.tag = 9;
-    st.index = 0;
-    PlanConn c;
-    c.peer = 1 - rank;
-    c.isSend = st.op == schedule::Op::kSend;
-    c.nsteps = 1;
-    if (c.isSend) st.outConn = 0;
-    else st.inConn = 0;
-    p.steps.push_back(st);
-    p.conns.push_back(c);
-    return p;
-  };
   PlanStep send;
   send.op = schedule::Op::kSend;
   send.sendPeer = 1;
@@ -379,7 +363,7 @@ TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
   recv.hasDst = true;
   recv.dst = reinterpret_cast<char*>(b.data());
   recv.bytes = 240;  // the sender sends 400
-  Plan p0 = make(&m0, 0, send), p1 = make(&m1, 1, recv);
+  Plan p0 = onePeerPlan(&m0, 0, send, a.data()), p1 = onePeerPlan(&m1, 1, recv, b.data());
   dev::LoweredPlan l0, l1;
   ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
   ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
