@@ -276,20 +276,27 @@ uint64_t TransportManagerImpl::memoryBytes() const {
   return bytes;
 }
 
+// Registered device buffers: the device FIFOs' export tables (shm/device_exports.h), when there are any.
+DeviceExports* TransportManagerImpl::deviceExports() const {
+  return deviceFifos_ != nullptr ? deviceFifos_->deviceExports() : nullptr;
+}
+
 Status TransportManagerImpl::registerDeviceBuffer(uint64_t id, const void* base, size_t size) {
-  return deviceFifos_ != nullptr ? deviceFifos_->exportDeviceBuffer(id, base, size) : Status::ok();
+  DeviceExports* x = deviceExports();
+  return x != nullptr ? x->exportBuffer(id, base, size) : Status::ok();
 }
 
 void TransportManagerImpl::deregisterDeviceBuffer(uint64_t id) {
-  if (deviceFifos_ != nullptr) deviceFifos_->withdrawDeviceBuffer(id);
+  if (DeviceExports* x = deviceExports()) x->withdraw(id);
 }
 
 DeviceExportRef TransportManagerImpl::deviceExport(const void* p, size_t bytes) const {
-  return deviceFifos_ != nullptr ? deviceFifos_->findDeviceExport(p, bytes) : DeviceExportRef{};
+  DeviceExports* x = deviceExports();
+  return x != nullptr ? x->find(p, bytes) : DeviceExportRef{};
 }
 
 void TransportManagerImpl::refreshDeviceImports() {
-  if (deviceFifos_ != nullptr) deviceFifos_->refreshDeviceImports();
+  if (DeviceExports* x = deviceExports()) x->refresh();
 }
 
 // Local peers: the shm backend's device FIFOs. Peers on other hosts: a proxied FIFO

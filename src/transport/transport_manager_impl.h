@@ -48,6 +48,7 @@ class TransportManagerImpl final : public TransportManager {
   void deregisterDeviceBuffer(uint64_t id) override;
   DeviceExportRef deviceExport(const void* p, size_t bytes) const override;
   void refreshDeviceImports() override;
+  class DeviceExports* deviceExports() const;
   uint64_t memoryBytes() const override;
   // Installs THESEUS_EMULATE's rules (before any connection exists).
   void setEmulation(std::unique_ptr<LinkEmulation> e) { emulation_ = std::move(e); }

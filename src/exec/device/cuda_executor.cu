@@ -177,7 +177,7 @@ class RelaxedCaptureMode {
 struct CommState {
   uint32_t* abortWord = nullptr;
   Status failure;
-  uint64_t directMessages = 0;  // of eager groups (replays are not counted)
+  bool saidZeroCopy = false;  // the first eager group whose messages peers read in place was logged
 };
 
 // A plan that makes no progress for this long after a peer of its communicator failed stops (the
@@ -248,25 +248,25 @@ class CudaExecutor final : public Executor {
 // devices in one group, as NCCL allows); the caller's device is restored after.
 class DeviceSwitch {
  public:
-  DeviceSwitch() { have_ = cudaGetDevice(&original_) == cudaSuccess; }
+  DeviceSwitch() {
+    if (cudaGetDevice(&original_) != cudaSuccess) original_ = -1;
+    current_ = original_;
+  }
   ~DeviceSwitch() {
-    if (have_ && current_ != original_) (void)cudaSetDevice(original_);
+    if (current_ != original_) (void)cudaSetDevice(original_);
   }
   DeviceSwitch(const DeviceSwitch&) = delete;
   DeviceSwitch& operator=(const DeviceSwitch&) = delete;
   Status to(int dev) {
-    if (dev < 0 || !have_) return Status::ok();
-    if (current_ < 0) current_ = original_;
-    if (dev == current_) return Status::ok();
+    if (dev < 0 || original_ < 0 || dev == current_) return Status::ok();
     TH_CHECK(cudaCheck(cudaSetDevice(dev), "cudaSetDevice to the communicator's device"));
     current_ = dev;
     return Status::ok();
   }
-  int device() const { return current_ >= 0 ? current_ : original_; }
+  int device() const { return current_; }
 
  private:
-  bool have_ = false;
-  int original_ = -1;
+  int original_ = -1;  // -1: no device could be read; nothing is switched
   int current_ = -1;
 };
 
@@ -283,10 +283,10 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
     const Plan* first = slot.results[l].first;
     if (r.directMessages > 0 && first != nullptr) {
       CommState& cs = comms_[first->abort];
-      if (cs.directMessages == 0)
+      if (!cs.saidZeroCopy)
         TH_INFO(log::kReg, "rank %d: local peers read %u messages of a group in place from its registered device "
                 "buffers (zero-copy)", first->rank, r.directMessages);
-      cs.directMessages += r.directMessages;
+      cs.saidZeroCopy = true;
     }
     if (r.state == 1) continue;
     const Plan& p = *slot.lanePlans[l][std::min<size_t>(r.failedPlan, slot.lanePlans[l].size() - 1)];

@@ -312,21 +312,4 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   return f;
 }
 
-Status ShmBackend::exportDeviceBuffer(uint64_t id, const void* base, size_t bytes) {
-  if (deviceExports_ == nullptr) return Status::ok();
-  return deviceExports_->exportBuffer(id, base, bytes);
-}
-
-void ShmBackend::withdrawDeviceBuffer(uint64_t id) {
-  if (deviceExports_ != nullptr) deviceExports_->withdraw(id);
-}
-
-DeviceExportRef ShmBackend::findDeviceExport(const void* p, size_t bytes) const {
-  return deviceExports_ != nullptr ? deviceExports_->find(p, bytes) : DeviceExportRef{};
-}
-
-void ShmBackend::refreshDeviceImports() {
-  if (deviceExports_ != nullptr) deviceExports_->refresh();
-}
-
 }  // namespace theseus::transport

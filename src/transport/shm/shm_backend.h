@@ -36,11 +36,8 @@ class ShmBackend final : public Backend {
   // kDeviceFifos: one direction of one channel with a local peer.
   Result<DeviceFifo> deviceFifo(int peer, int channel, bool send);
   // kDeviceFifos with slots on the GPU: registered device buffers local peers
-  // read in place (device_exports.h). Exporting is a no-op without peers to share with.
-  Status exportDeviceBuffer(uint64_t id, const void* base, size_t bytes);
-  void withdrawDeviceBuffer(uint64_t id);
-  DeviceExportRef findDeviceExport(const void* p, size_t bytes) const;
-  void refreshDeviceImports();
+  // read in place (device_exports.h); null without peers to share them with.
+  DeviceExports* deviceExports() const { return deviceExports_.get(); }
 
  private:
   struct PeerSetup;  // what a rank published in round 1
@@ -54,7 +51,7 @@ class ShmBackend final : public Backend {
   std::vector<bool> sendOnDevice_, recvOnDevice_;  // per rank and direction: device FIFO slots in GPU memory
   std::vector<bool> directOnDevice_;                // per rank: zero-copy reads of registered buffers both ways
   std::unique_ptr<class DeviceInbox> deviceInbox_;
-  std::unique_ptr<class DeviceExports> deviceExports_;
+  std::unique_ptr<DeviceExports> deviceExports_;
   int peerCount_ = 0;
   std::unique_ptr<ShmDomain> domain_;
   std::unique_ptr<RegionCache> regions_;

@@ -274,6 +274,26 @@ TEST(DeviceInterpreter, RestartedPlansReplayLikeACapturedGraph) {
   runAllreduce("recursive_doubling", 4, 2000, 3, deferred, 512, 3, &scalar);
 }
 
+// A send from rank 0 to rank 1 of `bytes` at `src`, and rank 1's receive into `dst`.
+PlanStep sendStep(const void* src, size_t bytes) {
+  PlanStep st;
+  st.op = schedule::Op::kSend;
+  st.sendPeer = 1;
+  st.hasSrc = true;
+  st.src = static_cast<const char*>(src);
+  st.bytes = bytes;
+  return st;
+}
+PlanStep recvStep(void* dst, size_t bytes) {
+  PlanStep st;
+  st.op = schedule::Op::kRecv;
+  st.recvPeer = 0;
+  st.hasDst = true;
+  st.dst = static_cast<char*>(dst);
+  st.bytes = bytes;
+  return st;
+}
+
 // A flat plan of one step between two ranks (a send or a receive on channel 0),
 // its buffer recorded as device memory (where the lowering looks exports up).
 Plan onePeerPlan(FifoManager* m, int rank, PlanStep st, const void* buf) {
@@ -320,19 +340,8 @@ TEST(DeviceInterpreter, AZeroCopyMessageTheReceiverCannotReadFailsThePlan) {
   // Rank 1 "acked" entry 5 without mapping it.
   uint64_t* acks = world.fifo(0, 1, 0).directAcks;
   acks[5] = 105;
-  PlanStep send;
-  send.op = schedule::Op::kSend;
-  send.sendPeer = 1;
-  send.hasSrc = true;
-  send.src = reinterpret_cast<const char*>(a.data());
-  send.bytes = 400;
-  PlanStep recv;
-  recv.op = schedule::Op::kRecv;
-  recv.recvPeer = 0;
-  recv.hasDst = true;
-  recv.dst = reinterpret_cast<char*>(b.data());
-  recv.bytes = 400;
-  Plan p0 = onePeerPlan(&m0, 0, send, a.data()), p1 = onePeerPlan(&m1, 1, recv, b.data());
+  Plan p0 = onePeerPlan(&m0, 0, sendStep(a.data(), 400), a.data());
+  Plan p1 = onePeerPlan(&m1, 1, recvStep(b.data(), 400), b.data());
   dev::LoweredPlan l0, l1;
   ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
   ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
@@ -351,19 +360,8 @@ TEST(DeviceInterpreter, AMismatchedMessageFailsThePlan) {
   FifoWorld world(2, 2, 1024);
   FifoManager m0(&world, 0), m1(&world, 1);
   std::vector<float> a(100, 1.0f), b(60, 0.0f);
-  PlanStep send;
-  send.op = schedule::Op::kSend;
-  send.sendPeer = 1;
-  send.hasSrc = true;
-  send.src = reinterpret_cast<const char*>(a.data());
-  send.bytes = 400;
-  PlanStep recv;
-  recv.op = schedule::Op::kRecv;
-  recv.recvPeer = 0;
-  recv.hasDst = true;
-  recv.dst = reinterpret_cast<char*>(b.data());
-  recv.bytes = 240;  // the sender sends 400
-  Plan p0 = onePeerPlan(&m0, 0, send, a.data()), p1 = onePeerPlan(&m1, 1, recv, b.data());
+  Plan p0 = onePeerPlan(&m0, 0, sendStep(a.data(), 400), a.data());
+  Plan p1 = onePeerPlan(&m1, 1, recvStep(b.data(), 240), b.data());  // the sender sends 400
   dev::LoweredPlan l0, l1;
   ASSERT_TRUE(dev::lowerForDevice(p0, &l0).isOk());
   ASSERT_TRUE(dev::lowerForDevice(p1, &l1).isOk());
