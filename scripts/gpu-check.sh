@@ -1,29 +1,47 @@
 #!/usr/bin/env bash
 # GPU check, run in one go on a machine with an NVIDIA GPU (see README and docs/cuda-executor.md):
-#   1. build with CUDA (build-gpu/), only the targets the check needs;
+#   1. build with CUDA (build-gpu/), only the targets the check needs (or THESEUS_GPU_PREBUILT=1: use a build-gpu
+#      made elsewhere, e.g. carried to a device machine);
 #   2. the GPU tests (CUDA driver leaf, device buffers through the staging and the CUDA executor, CUDA graph capture
 #      and replay with the 8 B allreduce latency eager and replayed);
-#   3. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
-#      staging executor (default) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); then the CUDA executor
-#      between two network-namespace hosts (its FIFOs proxied over TCP), when run as root; two processes' FIFO
-#      payload slots in GPU memory through CUDA IPC; registered buffers read in place by the peer (zero-copy);
-#   4. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter busbw next to it
-#      (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1, CUDA executor
-#      with the buffers registered: -R 1, zero-copy reads);
-#   5. a PyTorch smoke test: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD.
-# Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
+#   3. the device-to-device cudaMemcpy roofline and 256 MiB bf16 allreduce/allgather/reduce-scatter/sendrecv busbw
+#      next to it (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1,
+#      CUDA executor with the buffers registered: -R 1, zero-copy reads; two processes, and two threads of one
+#      process, whose kernels share a context and so run at the same time without MPS);
+#   4. PyTorch: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD (staging and the CUDA
+#      executor), and a DDP training step timed with and without it;
+#   5. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
+#      staging executor (default; in the background) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); two
+#      processes' FIFO payload slots in GPU memory through CUDA IPC; registered buffers read in place by the peer
+#      (zero-copy); then the CUDA executor between two network-namespace hosts (its FIFOs proxied over TCP), as root;
+#   6. where MPS can be started (root, nvidia-cuda-mps-control): the 2-process CUDA executor numbers again under MPS.
+# Every phase is time-boxed and the whole check keeps to THESEUS_GPU_CHECK_BUDGET seconds (480); a summary line per
+# phase ends the output. The logs go to $BUILD/gpu-check-logs, and as one archive (plus the summary) to $OUT/ when
+# set (a device machine returns only a few files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
-LOG_DIR=${OUT:-$BUILD}
-mkdir -p "$LOG_DIR"
+LOG_DIR=$BUILD/gpu-check-logs
+rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 source scripts/lib/phase.sh
+PHASE_DEADLINE=$((SECONDS + ${THESEUS_GPU_CHECK_BUDGET:-480}))
+RUN=$BUILD/bin/theseus-run
+
+save_logs() {  # the archive and the summary into $OUT (a device machine's way back)
+  [[ -n ${OUT:-} ]] || return 0
+  tar czf "$OUT/gpu-check-logs.tgz" -C "$LOG_DIR" . 2> /dev/null
+  { printf '%s\n' "${SUMMARY[@]}"; cat "$LOG_DIR"/*.bg-summary 2> /dev/null; printf '%s\n' "${MEASURED:-}"; } \
+    > "$OUT/summary.txt"
+}
 
 echo "=== environment"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4
-nvcc --version 2>/dev/null | tail -1
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" 2>&1 | tail -1
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader 2>&1 | head -4
+  nvcc --version 2>/dev/null | tail -1
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" 2>&1 | tail -1
+  echo "MPS control: $(command -v nvidia-cuda-mps-control || echo none); cores $(nproc); kernel $(uname -r)"
+} | tee "$LOG_DIR/environment.log"
 
 if [[ ${THESEUS_GPU_PREBUILT:-0} == 1 && -x $BUILD/bin/gpu_device_buffers_test && -x $BUILD/bin/device_cuda_driver_test ]]; then
   echo "=== build: using the prebuilt $BUILD (THESEUS_GPU_PREBUILT=1)"
@@ -39,15 +57,53 @@ build_ok=$?
 fi
 
 if [[ $build_ok -eq 0 ]]; then
+  export BUILD LOG_DIR RUN
   phase gpu-tests 150 bash -c "$BUILD/bin/device_cuda_driver_test && $BUILD/bin/gpu_device_buffers_test"
   # The capture-and-replay test prints the 8 B allreduce latency, eager and graph-replayed (targets: 10 and 5 us).
   MEASURED=$(grep -h '^\[capture_replay\]' "$LOG_DIR/gpu-tests.log")
+  save_logs
+
+  # The roofline and the large-message numbers, in the same run, before anything else loads the GPU.
+  # label executor P2P_DISABLE -R procs threads
+  phase roofline 150 bash -c "
+    $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
+    while read -r label exe p2p reg np nt; do for coll in all_reduce all_gather reduce_scatter sendrecv; do
+      THESEUS_DEVICE_EXECUTOR=\$exe NCCL_P2P_DISABLE=\$p2p $RUN -np \$np --timeout 40 -- $BUILD/bin/\${coll}_perf \
+        -b 256M -e 256M -d bfloat16 -n 5 -w 2 -R \$reg -t \$nt | grep -E '^ +[0-9]+ ' | sed \"s/^/\$label \$coll: /\"
+    done; done <<< 'staging off 0 0 2 1
+cuda cuda 0 0 2 1
+cuda-threads cuda 0 0 1 2
+cuda-registered cuda 0 1 2 1
+cuda-threads-registered cuda 0 1 1 2
+cuda-hostslots cuda 1 0 2 1'"
+  save_logs
+
+  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    TORCHRUN="python3 -m torch.distributed.run --master_port=29517"
+    PRELOAD="LD_PRELOAD=$PWD/$BUILD/lib/libnccl.so.2"
+    phase torch-smoke 90 bash -c "
+      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib $TORCHRUN --nproc_per_node=2 scripts/torch_smoke.py &&
+      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=2 \
+        scripts/torch_smoke.py"
+    # World 1 compares the libraries (NVIDIA's refuses two ranks on one GPU); world 2 runs on Theseus alone.
+    phase torch-ddp 120 bash -c "set -o pipefail
+      $TORCHRUN --nproc_per_node=1 scripts/torch_ddp_step.py | sed 's/^/nvidia-nccl: /' &&
+      env $PRELOAD THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=1 scripts/torch_ddp_step.py |
+        sed 's/^/theseus cuda: /' &&
+      env $PRELOAD THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=2 scripts/torch_ddp_step.py |
+        sed 's/^/theseus cuda: /'"
+    MEASURED+=$'\n'$(grep -h '\[ddp\]' "$LOG_DIR/torch-ddp.log")
+  else
+    SUMMARY+=("torch          skipped: no PyTorch with CUDA")
+  fi
+  save_logs
+
   # Every collective and datatype with results checked, on 1, 2 and 4 ranks of GPU 0, with both device paths.
   matrix() {  # executor
     local exe=$1 n coll
     for n in 1 2 4; do
       for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
-        env THESEUS_DEVICE_EXECUTOR=$exe $BUILD/bin/theseus-run -np $n --timeout 60 -- \
+        env THESEUS_DEVICE_EXECUTOR=$exe $RUN -np $n --timeout 40 -- \
           $BUILD/bin/${coll}_perf -b 8 -e 1M -f 32 -d all -c 1 -n 2 -w 1 > "$LOG_DIR/matrix-$exe-$coll-$n.log" 2>&1 ||
           { echo "FAILED: $exe $coll -np $n"; tail -n 20 "$LOG_DIR/matrix-$exe-$coll-$n.log"; return 1; }
         grep -q "Out of bounds values : 0 OK" "$LOG_DIR/matrix-$exe-$coll-$n.log" ||
@@ -56,51 +112,57 @@ if [[ $build_ok -eq 0 ]]; then
     done
     echo "every collective and datatype correct on 1, 2, 4 ranks ($exe)"
   }
-  export -f matrix
-  export BUILD LOG_DIR
-  phase harness-staging 150 bash -c "matrix off"
+  export -f matrix phase
+  # The staging path barely uses the GPU: it runs beside the CUDA executor's phases.
+  (phase harness-staging 200 bash -c "matrix off" > /dev/null; mv "$LOG_DIR/harness-staging.summary" \
+    "$LOG_DIR/harness-staging.bg-summary") &
+  staging_pid=$!
   phase harness-cuda 150 bash -c "matrix cuda"
+  save_logs
   # Two processes on GPU 0 put their device FIFOs' payload slots in each other's GPU memory (CUDA IPC).
-  phase device-slots 60 bash -c "THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
-    $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 64 -c 1 -n 2 -w 1 \
-    > $LOG_DIR/device-slots.log 2>&1 && grep -q 'slots in GPU memory with 1' $LOG_DIR/device-slots.log &&
-    grep -q 'Out of bounds values : 0 OK' $LOG_DIR/device-slots.log && echo 'payload slots in GPU memory (CUDA IPC)'"
+  phase device-slots 45 bash -c "THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+    $RUN -np 2 --timeout 40 -- $BUILD/bin/all_reduce_perf -b 8 -e 64M -f 64 -c 1 -n 2 -w 1 \
+    > $LOG_DIR/device-slots-run.log 2>&1 && grep -q 'slots in GPU memory with 1' $LOG_DIR/device-slots-run.log &&
+    grep -q 'Out of bounds values : 0 OK' $LOG_DIR/device-slots-run.log && echo 'payload slots in GPU memory (CUDA IPC)'"
   # Registered buffers: each peer's kernel reads them in place through CUDA IPC (zero-copy), every result checked.
-  phase zero-copy 90 bash -c "for coll in all_reduce all_gather reduce_scatter sendrecv alltoall; do
-      THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG $BUILD/bin/theseus-run -np 2 --timeout 60 -- \
+  phase zero-copy 75 bash -c "for coll in all_reduce all_gather reduce_scatter sendrecv alltoall; do
+      THESEUS_DEVICE_EXECUTOR=cuda NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG $RUN -np 2 --timeout 40 -- \
         $BUILD/bin/\${coll}_perf -b 8 -e 64M -f 64 -d all -c 1 -n 2 -w 1 -R 1 > $LOG_DIR/zero-copy-\$coll.log 2>&1
       grep -q 'Out of bounds values : 0 OK' $LOG_DIR/zero-copy-\$coll.log || { echo \"WRONG RESULTS: \$coll\"; exit 1; }
       grep -q 'in place from its registered device buffers' $LOG_DIR/zero-copy-\$coll.log ||
         { echo \"NO ZERO-COPY: \$coll\"; exit 1; }
     done; echo 'registered buffers read in place (CUDA IPC), results correct'"
+  save_logs
   # The CUDA executor to ranks on other "hosts" (network namespaces, root only): its FIFOs are proxied over TCP
   # (transport/fifo_proxy.h), the inter-node path of device buffers.
   if [[ $(id -u) == 0 ]] && command -v ip > /dev/null; then
-    phase cuda-proxied 120 bash -c "for coll in all_reduce all_gather broadcast sendrecv; do
-      THESEUS_DEVICE_EXECUTOR=cuda $BUILD/bin/theseus-run -np 2 --netns --timeout 60 -x THESEUS_DEVICE_EXECUTOR=cuda -- \
+    phase cuda-proxied 60 bash -c "for coll in all_reduce all_gather broadcast sendrecv; do
+      THESEUS_DEVICE_EXECUTOR=cuda $RUN -np 2 --netns --timeout 40 -x THESEUS_DEVICE_EXECUTOR=cuda -- \
         $BUILD/bin/\${coll}_perf -b 8 -e 64M -f 64 -d float -c 1 -n 2 -w 1 | tee $LOG_DIR/proxied-\$coll.log | tail -3
       grep -q 'Out of bounds values : 0 OK' $LOG_DIR/proxied-\$coll.log || { echo \"WRONG RESULTS: \$coll\"; exit 1; }
     done"
   else
     SUMMARY+=("cuda-proxied   skipped: needs root for network namespaces")
   fi
-  # The roofline and the large-message numbers, in the same run.
-  phase roofline 150 bash -c "
-    $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
-    for exe in off cuda cuda-hostslots cuda-registered; do for coll in all_reduce all_gather reduce_scatter sendrecv; do
-      p2p=0; reg=0; [[ \$exe == cuda-hostslots ]] && p2p=1; [[ \$exe == cuda-registered ]] && reg=1
-      THESEUS_DEVICE_EXECUTOR=\${exe%-*} NCCL_P2P_DISABLE=\$p2p $BUILD/bin/theseus-run -np 2 --timeout 60 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M \
-        -d bfloat16 -n 5 -w 2 -R \$reg | grep -E '^ +[0-9]+ ' | sed \"s/^/\$exe \$coll: /\"
-    done; done"
-  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    phase torch-smoke 120 env LD_PRELOAD="$PWD/$BUILD/lib/libnccl.so.2" THESEUS_EXPECT_LIB="$PWD/$BUILD/lib" \
-      python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29517 scripts/torch_smoke.py
+  wait $staging_pid
+  save_logs
+  # Without MPS the contexts of two processes time-slice the GPU; with it their kernels run side by side.
+  if [[ $(id -u) == 0 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
+    phase mps 60 bash -c "export CUDA_MPS_PIPE_DIRECTORY=/tmp/theseus-mps CUDA_MPS_LOG_DIRECTORY=/tmp/theseus-mps-log
+      mkdir -p \$CUDA_MPS_PIPE_DIRECTORY \$CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d || exit 1
+      for reg in 0 1; do for coll in all_reduce sendrecv; do
+        THESEUS_DEVICE_EXECUTOR=cuda $RUN -np 2 --timeout 30 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M -d bfloat16 \
+          -n 5 -w 2 -R \$reg | grep -E '^ +[0-9]+ |Out of bounds' | sed \"s/^/mps cuda -R \$reg \$coll: /\"
+      done; done; rc=\$?; echo quit | nvidia-cuda-mps-control; exit \$rc"
   else
-    SUMMARY+=("torch-smoke    skipped: no PyTorch with CUDA")
+    SUMMARY+=("mps            skipped: needs root and nvidia-cuda-mps-control")
   fi
 fi
 
 echo "=== summary"
+for f in "$LOG_DIR"/*.bg-summary; do [[ -f $f ]] && SUMMARY+=("$(cat "$f")"); done
 printf '%s\n' "${SUMMARY[@]}"
 [[ -n ${MEASURED:-} ]] && printf '%s\n' "$MEASURED"
+rm -f "$LOG_DIR"/*.bg-summary
+save_logs
 for line in "${SUMMARY[@]}"; do [[ $line == *"rc=0 "* || $line == *skipped* ]] || exit 1; done
