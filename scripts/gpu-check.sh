@@ -51,31 +51,48 @@ else
 phase build 420 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DTHESEUS_SKIP_TEST_DIRS='mp/collectives|schedule_user|mp/user_schedules|bench' >/dev/null && \
   cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
-    gpu_device_buffers_test device_cuda_driver_test d2d_bandwidth reduce_perf broadcast_perf reduce_scatter_perf \
+    gpu_device_buffers_test device_cuda_driver_test d2d_bandwidth capture_probe reduce_perf broadcast_perf reduce_scatter_perf \
     alltoall_perf gather_perf scatter_perf"
 build_ok=$?
 fi
 
+# THESEUS_GPU_MPS=1: the whole check under MPS (started here, stopped at the end), so every phase's processes on
+# the one GPU run their kernels side by side; otherwise only the mps phase uses it.
+HAVE_MPS=0 MPS_ON=0
+[[ $(id -u) == 0 ]] && command -v nvidia-cuda-mps-control > /dev/null && HAVE_MPS=1
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/theseus-mps CUDA_MPS_LOG_DIRECTORY=/tmp/theseus-mps-log
+if [[ $HAVE_MPS == 1 && ${THESEUS_GPU_MPS:-0} == 1 ]]; then
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && MPS_ON=1
+  echo "MPS started for the whole check: $MPS_ON"
+fi
+export HAVE_MPS MPS_ON
+
 if [[ $build_ok -eq 0 ]]; then
   export BUILD LOG_DIR RUN
-  phase gpu-tests 150 bash -c "$BUILD/bin/device_cuda_driver_test && $BUILD/bin/gpu_device_buffers_test"
+  phase gpu-tests 150 bash -c "$BUILD/bin/capture_probe; $BUILD/bin/device_cuda_driver_test &&
+    $BUILD/bin/gpu_device_buffers_test"
   # The capture-and-replay test prints the 8 B allreduce latency, eager and graph-replayed (targets: 10 and 5 us).
   MEASURED=$(grep -h '^\[capture_replay\]' "$LOG_DIR/gpu-tests.log")
   save_logs
 
-  # The roofline and the large-message numbers, in the same run, before anything else loads the GPU.
-  # label executor P2P_DISABLE -R procs threads
+  # The roofline and the large-message numbers, in the same run, before anything else loads the GPU. Without MPS
+  # the kernels of two processes time-slice the GPU (each waits ~2.5 ms for its peer's slice: the first H200 run),
+  # so two ranks run here as threads of one process (one context, kernels side by side); two processes run in the
+  # mps phase below (or here, time-sliced, where MPS cannot start).
+  # label executor P2P_DISABLE -R procs threads collectives
   phase roofline 150 bash -c "
     $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
-    while read -r label exe p2p reg np nt; do for coll in all_reduce all_gather reduce_scatter sendrecv; do
+    while read -r label exe p2p reg np nt colls; do
+      [[ \$np == 2 && \$exe == cuda && \$HAVE_MPS == 1 && \$MPS_ON == 0 ]] && continue
+      for coll in \${colls//,/ }; do
       THESEUS_DEVICE_EXECUTOR=\$exe NCCL_P2P_DISABLE=\$p2p $RUN -np \$np --timeout 40 -- $BUILD/bin/\${coll}_perf \
         -b 256M -e 256M -d bfloat16 -n 5 -w 2 -R \$reg -t \$nt | grep -E '^ +[0-9]+ ' | sed \"s/^/\$label \$coll: /\"
-    done; done <<< 'staging off 0 0 2 1
-cuda cuda 0 0 2 1
-cuda-threads cuda 0 0 1 2
-cuda-registered cuda 0 1 2 1
-cuda-threads-registered cuda 0 1 1 2
-cuda-hostslots cuda 1 0 2 1'"
+    done; done <<< 'staging off 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda-1rank cuda 0 0 1 1 all_reduce
+cuda-threads cuda 0 0 1 2 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda-threads-registered cuda 0 1 1 2 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda cuda 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda-registered cuda 0 1 2 1 all_reduce,sendrecv'"
   save_logs
 
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
@@ -146,18 +163,23 @@ cuda-hostslots cuda 1 0 2 1'"
   fi
   wait $staging_pid
   save_logs
-  # Without MPS the contexts of two processes time-slice the GPU; with it their kernels run side by side.
-  if [[ $(id -u) == 0 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
-    phase mps 60 bash -c "export CUDA_MPS_PIPE_DIRECTORY=/tmp/theseus-mps CUDA_MPS_LOG_DIRECTORY=/tmp/theseus-mps-log
-      mkdir -p \$CUDA_MPS_PIPE_DIRECTORY \$CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d || exit 1
-      for reg in 0 1; do for coll in all_reduce sendrecv; do
-        THESEUS_DEVICE_EXECUTOR=cuda $RUN -np 2 --timeout 30 -- $BUILD/bin/\${coll}_perf -b 256M -e 256M -d bfloat16 \
-          -n 5 -w 2 -R \$reg | grep -E '^ +[0-9]+ |Out of bounds' | sed \"s/^/mps cuda -R \$reg \$coll: /\"
-      done; done; rc=\$?; echo quit | nvidia-cuda-mps-control; exit \$rc"
+  # Two processes under MPS: their kernels run side by side as they would on two GPUs' worth of SMs.
+  if [[ $HAVE_MPS == 1 && $MPS_ON == 0 ]]; then
+    phase mps 90 bash -c "mkdir -p \$CUDA_MPS_PIPE_DIRECTORY \$CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d || exit 1
+      THESEUS_DEVICE_EXECUTOR=cuda $RUN -np 2 --timeout 30 -- $BUILD/bin/all_reduce_perf -b 8 -e 8 -d float -n 200 -w 20 \
+        | grep -E '^ +[0-9]+ ' | sed 's/^/mps cuda latency: /'
+      while read -r label p2p reg colls; do for coll in \${colls//,/ }; do
+        THESEUS_DEVICE_EXECUTOR=cuda NCCL_P2P_DISABLE=\$p2p $RUN -np 2 --timeout 30 -- $BUILD/bin/\${coll}_perf \
+          -b 256M -e 256M -d bfloat16 -n 5 -w 2 -R \$reg | grep -E '^ +[0-9]+ ' | sed \"s/^/mps \$label \$coll: /\"
+      done; done <<< 'cuda 0 0 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda-registered 0 1 all_reduce,all_gather,reduce_scatter,sendrecv
+cuda-hostslots 1 0 all_reduce'
+      echo quit | nvidia-cuda-mps-control"
   else
-    SUMMARY+=("mps            skipped: needs root and nvidia-cuda-mps-control")
+    SUMMARY+=("mps            skipped: needs root and nvidia-cuda-mps-control, or ran under MPS throughout")
   fi
 fi
+[[ $MPS_ON == 1 ]] && echo quit | nvidia-cuda-mps-control
 
 echo "=== summary"
 for f in "$LOG_DIR"/*.bg-summary; do [[ -f $f ]] && SUMMARY+=("$(cat "$f")"); done

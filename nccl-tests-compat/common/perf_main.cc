@@ -262,7 +262,10 @@ Status Runner::publishDevices(ThreadCtx& t) {
     std::string line = all.substr(r * kDeviceLineWidth, kDeviceLineWidth);
     line.resize(strnlen(line.c_str(), kDeviceLineWidth));
     printf("%s\n", line.c_str());
-    deviceLines_.push_back(line.substr(line.find_first_not_of("# ")));
+    const size_t text = line.find_first_not_of("# ");
+    if (text == std::string::npos)  // the gather (a device-buffer allreduce) lost this rank's line
+      return errorf(kExitError, "rank %d's device line did not arrive through the bookkeeping all-gather", r);
+    deviceLines_.push_back(line.substr(text));
   }
   printf("#\n");
   for (const std::string& h : tableHeader(o().reportCpuTime)) printf("%s\n", h.c_str());

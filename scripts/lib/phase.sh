@@ -4,12 +4,18 @@
 # $LOG_DIR/NAME.summary, so that a phase run in the background still reports).
 # PHASE_DEADLINE (a value of $SECONDS, optional) caps every phase: a device lease is short,
 # so a phase that would start past it is skipped and one that would run past it is cut.
+# PHASE_ONLY (optional, names separated by spaces) runs only those phases: a rerun of what failed.
 declare -a SUMMARY
 
 phase() {  # name, timeout seconds, command...
   local name=$1 limit=$2
   shift 2
   local line
+  if [[ -n ${PHASE_ONLY:-} && " $PHASE_ONLY " != *" $name "* ]]; then
+    line=$(printf '%-16s skipped: not selected (PHASE_ONLY)' "$name")
+    SUMMARY+=("$line"); echo "$line" > "$LOG_DIR/$name.summary"
+    return 0
+  fi
   if [[ -n ${PHASE_DEADLINE:-} ]]; then
     local left=$((PHASE_DEADLINE - SECONDS))
     if ((left < 10)); then

@@ -61,7 +61,11 @@ Status classifyMemory(std::vector<CommOps>& work) {
       }
       // The stream must be the communicator's device's (NCCL's rule; within a group the calling thread's
       // current device does not matter: one thread may drive communicators on several devices).
-      if (onDevice == &op) {
+      // Not while the stream is being captured: on an H200 (driver 580) cuStreamGetDevice refuses a capturing
+      // stream and invalidates the capture (tests/gpu/capture_probe.cu; cudaStreamEndCapture then fails), so a
+      // captured operation's stream is checked by the kernel launch itself (CUDA refuses there a stream of
+      // another device's context).
+      if (onDevice == &op && !cuda->isCapturing(op.stream)) {
         const int sdev = cuda->streamDevice(op.stream);
         if (sdev >= 0 && w.comm->cudaDev() >= 0 && sdev != w.comm->cudaDev())
           return invalidUsage("the stream %p belongs to CUDA device %d, but the communicator (rank %d) belongs to "

@@ -28,7 +28,7 @@ struct DriverLoader {
     d->init_ = dlsym(h, "cuInit");
     d->pointerGetAttribute_ = dlsym(h, "cuPointerGetAttribute");
     d->memcpyDtoH_ = dlsym(h, "cuMemcpyDtoH_v2");
-    d->memcpyHtoD_ = dlsym(h, "cuMemcpyHtoD_v2");
+    d->memcpyHtoDAsync_ = dlsym(h, "cuMemcpyHtoDAsync_v2");
     d->streamSynchronize_ = dlsym(h, "cuStreamSynchronize");
     d->streamIsCapturing_ = dlsym(h, "cuStreamIsCapturing");
     d->memAlloc_ = dlsym(h, "cuMemAlloc_v2");
@@ -48,7 +48,8 @@ struct DriverLoader {
     d->streamGetDevice_ = dlsym(h, "cuStreamGetDevice");
     d->deviceCanAccessPeer_ = dlsym(h, "cuDeviceCanAccessPeer");
     d->ctxEnablePeerAccess_ = dlsym(h, "cuCtxEnablePeerAccess");
-    bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoD_ && d->streamSynchronize_ &&
+    bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoDAsync_ &&
+                    d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
     if (!complete || reinterpret_cast<CuResult (*)(unsigned)>(d->init_)(0) != 0) {
       delete d;
@@ -152,9 +153,9 @@ Status CudaDriver::copyToHost(void* dst, const void* src, size_t bytes) const {
   return check(fn(dst, reinterpret_cast<CuDevicePtr>(src), bytes), "cuMemcpyDtoH");
 }
 
-Status CudaDriver::copyToDevice(void* dst, const void* src, size_t bytes) const {
-  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr, const void*, size_t)>(memcpyHtoD_);
-  return check(fn(reinterpret_cast<CuDevicePtr>(dst), src, bytes), "cuMemcpyHtoD");
+Status CudaDriver::copyToDeviceOn(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+  auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr, const void*, size_t, void*)>(memcpyHtoDAsync_);
+  return check(fn(reinterpret_cast<CuDevicePtr>(dst), src, bytes, stream), "cuMemcpyHtoDAsync");
 }
 
 Status CudaDriver::synchronize(cudaStream_t stream) const {

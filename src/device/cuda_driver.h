@@ -50,7 +50,10 @@ class CudaDriver {
   // True when `p` is device memory the host cannot dereference directly.
   bool isDevicePointer(const void* p) const { return memoryKind(p) == MemoryKind::kDevice; }
   Status copyToHost(void* dst, const void* src, size_t bytes) const;
-  Status copyToDevice(void* dst, const void* src, size_t bytes) const;
+  // Host-to-device copy queued on `stream` (cuMemcpyHtoDAsync): ordered with the stream's work, complete once the
+  // stream is synchronised. A plain cuMemcpyHtoD from pageable memory may return before its DMA lands, on the
+  // legacy stream, which a non-blocking stream does not wait for.
+  Status copyToDeviceOn(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
   // Waits for the work queued on `stream` (the legacy default stream for NULL).
   Status synchronize(cudaStream_t stream) const;
   // True when `stream` is being captured into a CUDA graph.
@@ -89,7 +92,7 @@ class CudaDriver {
   CudaDriver() = default;
   Status check(int rc, const char* what) const;
   using Fn = void*;
-  Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoD_ = nullptr,
+  Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoDAsync_ = nullptr,
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
      getErrorName_ = nullptr, ctxGetCurrent_ = nullptr, ctxGetDevice_ = nullptr, deviceGetCount_ = nullptr,
      streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,

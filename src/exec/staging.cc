@@ -142,8 +142,13 @@ Status StagingExecutor::mirror(std::vector<Lane>& lanes, Pool& pool, std::vector
   return Status::ok();
 }
 
+// The results go back on each operation's stream and the call returns once they landed: the caller's next work
+// on that stream (or any stream, after the call) sees them. (A synchronous cuMemcpyHtoD would not do: from
+// pageable memory it may return before its DMA lands, on the legacy stream, which non-blocking streams do not
+// wait for; the first GPU run read stale results that way.)
 Status StagingExecutor::copyBack(const std::vector<Lane>& lanes, const std::vector<Mirror>& mirrors,
                                  const std::vector<std::vector<PlanBuffer>>& original) const {
+  std::vector<cudaStream_t> streams;
   size_t k = 0;
   for (const Lane& lane : lanes) {
     for (size_t i = 0; i < lane.plans.size(); ++i, ++k) {
@@ -151,11 +156,13 @@ Status StagingExecutor::copyBack(const std::vector<Lane>& lanes, const std::vect
         if (b.memory != MemoryKind::kDevice || !b.written) continue;
         const Mirror* m = mirrorOf(mirrors, b.base);
         if (m == nullptr) return internalError("staging: no mirror for a device buffer");
-        TH_CHECK(memory_.toDevice(const_cast<char*>(b.base), m->host + (b.base - m->device), b.bytes)
+        TH_CHECK(memory_.toDevice(const_cast<char*>(b.base), m->host + (b.base - m->device), b.bytes, b.stream)
                      .withContext("copying results back to the device"));
+        if (std::find(streams.begin(), streams.end(), b.stream) == streams.end()) streams.push_back(b.stream);
       }
     }
   }
+  for (cudaStream_t s : streams) TH_CHECK(memory_.synchronize(s).withContext("waiting for the results' copy"));
   return Status::ok();
 }
 
@@ -178,8 +185,8 @@ class DriverMemory final : public DeviceMemory {
  public:
   explicit DriverMemory(const device::CudaDriver& cuda) : cuda_(cuda) {}
   Status toHost(void* dst, const void* src, size_t bytes) const override { return cuda_.copyToHost(dst, src, bytes); }
-  Status toDevice(void* dst, const void* src, size_t bytes) const override {
-    return cuda_.copyToDevice(dst, src, bytes);
+  Status toDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) const override {
+    return cuda_.copyToDeviceOn(dst, src, bytes, stream);
   }
   Status synchronize(cudaStream_t stream) const override { return cuda_.synchronize(stream); }
   bool capturing(cudaStream_t stream) const override { return cuda_.isCapturing(stream); }

@@ -34,7 +34,8 @@ class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual Status toHost(void* dst, const void* src, size_t bytes) const = 0;
-  virtual Status toDevice(void* dst, const void* src, size_t bytes) const = 0;
+  // Queued on `stream` (the operation's): done once synchronize(stream) returns.
+  virtual Status toDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) const = 0;
   virtual Status synchronize(cudaStream_t stream) const = 0;
   virtual bool capturing(cudaStream_t stream) const = 0;
 };

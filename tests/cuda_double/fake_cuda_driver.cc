@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "fake_cuda_core.h"
 
@@ -59,6 +60,31 @@ FAKE_API int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t byt
   return kSuccess;
 }
 
+// Queued on the stream like CUDA's: from pageable memory the source is staged when called (the caller may reuse
+// it at once) and lands in device memory when the stream gets there, i.e. after the caller's earlier work on it.
+FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t bytes, void* stream) {
+  CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
+  {
+    std::lock_guard<std::mutex> lock(s->mu);  // the staged copy runs once: not for a graph (Theseus never captures it)
+    if (s->capture != cudaStreamCaptureStatusNone) return kStreamCaptureUnsupported;
+  }
+  struct Staged {
+    void* dst;
+    std::vector<char> data;
+  };
+  auto* staged = new Staged{reinterpret_cast<void*>(dst), std::vector<char>(static_cast<const char*>(src),
+                                                                             static_cast<const char*>(src) + bytes)};
+  fakecuda::Work w{.kind = fakecuda::Work::kHostFn, .dst = staged};
+  w.hostFn = [](void* arg) {
+    auto* st = static_cast<Staged*>(arg);
+    memcpy(st->dst, st->data.data(), st->data.size());
+    delete st;
+  };
+  int rc = static_cast<int>(fakecuda::enqueue(s, w));
+  if (rc != kSuccess) delete staged;
+  return rc;
+}
+
 FAKE_API int cuStreamSynchronize(void* stream) {
   if (int e = unsafe(); e != kSuccess) return e;
   fakecuda::drain(fakecuda::streamOf(static_cast<cudaStream_t>(stream)));
@@ -77,8 +103,18 @@ FAKE_API int cuStreamGetCtx(void* stream, void** ctx) {
   return kSuccess;
 }
 
+// As on an H200 with driver 580 (tests/gpu/capture_probe.cu): a capturing stream is refused and its capture
+// invalidated.
 FAKE_API int cuStreamGetDevice(void* stream, int* device) {
   auto s = static_cast<cudaStream_t>(stream);
+  if (fakecuda::isExplicitStream(s)) {
+    CUstream_st* st = fakecuda::streamOf(s);
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->capture == cudaStreamCaptureStatusActive) {
+      st->capture = cudaStreamCaptureStatusInvalidated;
+      return kStreamCaptureUnsupported;
+    }
+  }
   *device = fakecuda::isExplicitStream(s) ? s->device : fakecuda::currentDevice();
   return kSuccess;
 }

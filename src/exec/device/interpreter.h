@@ -94,13 +94,10 @@ TH_HD inline void runMove(const Plan& p, const Move& m, Team& team) {
     char* d = static_cast<char*>(m.dst);
     const char* a = static_cast<const char*>(m.a);
 #if defined(__CUDA_ARCH__)
-    for (size_t i = s.first; i < m.bytes; i += s.stride) d[i] = a[i];
+    copyBytes(d, a, m.bytes, s);
 #else
-    if (s.stride == 1) {
-      memcpy(d, a, m.bytes);
-    } else {
-      for (size_t i = s.first; i < m.bytes; i += s.stride) d[i] = a[i];
-    }
+    if (s.stride == 1) memcpy(d, a, m.bytes);
+    else copyBytes(d, a, m.bytes, s);  // a team of host threads: the kernel's code
 #endif
     return;
   }

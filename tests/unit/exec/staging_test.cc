@@ -25,18 +25,32 @@ class FakeDevice final : public DeviceMemory {
     memcpy(dst, src, bytes);
     return Status::ok();
   }
-  Status toDevice(void* dst, const void* src, size_t bytes) const override {
+  Status toDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) const override {
     ++toDeviceCalls;
     memcpy(dst, src, bytes);
+    events.push_back({'c', stream});
     return Status::ok();
   }
   Status synchronize(cudaStream_t stream) const override {
     synced.push_back(stream);
+    events.push_back({'s', stream});
     return Status::ok();
+  }
+  // Every copy back to the device went on a stream that was synchronised after it (so the call returns with
+  // the results in place, whatever streams the caller's next work is on).
+  bool everyCopyWaitedFor() const {
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i].first != 'c') continue;
+      bool waited = false;
+      for (size_t j = i + 1; j < events.size(); ++j) waited |= events[j].first == 's' && events[j].second == events[i].second;
+      if (!waited) return false;
+    }
+    return true;
   }
   bool capturing(cudaStream_t) const override { return capture; }
   mutable int toHostCalls = 0, toDeviceCalls = 0;
   mutable std::vector<cudaStream_t> synced;
+  mutable std::vector<std::pair<char, cudaStream_t>> events;  // 'c' copy to the device on a stream, 's' sync
   bool capture = false;
 };
 
@@ -105,7 +119,8 @@ TEST(Staging, GroupedOperationsSeeEachOthersResults) {
   // a, b and c are adjacent but do not overlap: three mirrors filled once each, plus the scalar.
   EXPECT_EQ(dev.toHostCalls, 4);
   EXPECT_EQ(dev.toDeviceCalls, 2);  // the written ranges, b and c
-  EXPECT_EQ(dev.synced.size(), 2u);  // each stream once
+  EXPECT_EQ(dev.synced.size(), 4u);  // each stream before the inputs are read and after its results went back
+  EXPECT_TRUE(dev.everyCopyWaitedFor());
 }
 
 TEST(Staging, OverlappingRangesShareOneMirror) {
@@ -127,7 +142,8 @@ TEST(Staging, OverlappingRangesShareOneMirror) {
   }
   EXPECT_EQ(dev.toHostCalls, 3);    // a's two ranges merged into one mirror; b and c only touch
   EXPECT_EQ(dev.toDeviceCalls, 2);  // b and c; a is only read
-  EXPECT_EQ(dev.synced.size(), 1u);
+  EXPECT_EQ(dev.synced.size(), 2u);  // the one stream, before and after
+  EXPECT_TRUE(dev.everyCopyWaitedFor());
 }
 
 TEST(Staging, CapturedStreamsAreRefusedBeforeAnythingMoves) {
