@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mp_test.h"
@@ -387,6 +388,76 @@ THESEUS_RANK_FN(large_group) {
   return 0;
 }
 
+// Two ranks as threads of one process on one GPU (nccl-tests -t 2), one running far ahead: rank 0
+// enqueues 24 allreduces before rank 1 enqueues any, as NCCL allows (an enqueue returns once queued).
+// Rank 0's kernels wait for rank 1's, so rank 0's enqueues must not wait for them, and rank 1's must not
+// wait behind rank 0's: the first H200 run hung here when the executor's shared slots ran out and a thread
+// waited for one, holding the executor's lock, on a kernel only its own next launch could release.
+THESEUS_RANK_FN(threads_run_ahead) {
+  ncclUniqueId id;
+  RANK_NCCL(ncclGetUniqueId(&id));
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  constexpr int kOps = 24;
+  constexpr size_t kCount = 4096;
+  std::atomic<int> enqueued{0}, ready{0};
+  int failures[2] = {0, 0};
+  auto rankMain = [&](int r) {
+    auto fail = [&](const char* what) {
+      fprintf(stderr, "[thread rank %d] %s\n", r, what);
+      failures[r] = 1;
+    };
+    cudaStream_t stream;
+    float* bufs;
+    if (cudaSetDevice(0) != cudaSuccess || ncclCommInitRank(&comms[r], 2, id, r) != ncclSuccess) {
+      fail("cannot set up the rank");
+      _exit(1);  // the other thread waits for this one: do not join it
+    }
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc(&bufs, kOps * kCount * sizeof(float)) != cudaSuccess) {
+      fail("cannot create a stream or buffers");
+      _exit(1);  // the other thread waits for this one: do not join it
+    }
+    std::vector<float> host(kOps * kCount);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 97 + r);
+    if (cudaMemcpy(bufs, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+      fail("cudaMemcpy");
+      _exit(1);  // the other thread waits for this one: do not join it
+    }
+    // Both ranks set up before rank 0 starts (the CUDA double's synchronous copies wait for every stream,
+    // non-blocking ones too, which CUDA's do not).
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (r == 1) {  // wait until rank 0 has queued all of its operations (bounded: they must return)
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (enqueued.load() < kOps && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (enqueued.load() < kOps) {
+        fail("rank 0's enqueues did not return within 30 s while rank 1 waited");
+        _exit(1);  // rank 0's thread is stuck in the library: do not wait for it
+      }
+    }
+    for (int k = 0; k < kOps; ++k) {
+      if (ncclAllReduce(bufs + k * kCount, bufs + k * kCount, kCount, ncclFloat32, ncclSum, comms[r], stream) !=
+          ncclSuccess)
+        return fail(ncclGetLastError(comms[r]));
+      if (r == 0) enqueued.fetch_add(1);
+    }
+    if (cudaStreamSynchronize(stream) != cudaSuccess ||
+        cudaMemcpy(host.data(), bufs, host.size() * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return fail("synchronising the stream");
+    for (size_t i = 0; i < host.size(); ++i)
+      if (host[i] != float(2 * (i % 97) + 1)) return fail("wrong allreduce result");
+    cudaFree(bufs);
+    cudaStreamDestroy(stream);
+    if (ncclCommDestroy(comms[r]) != ncclSuccess) fail("ncclCommDestroy");
+  };
+  std::thread t0(rankMain, 0), t1(rankMain, 1);
+  t0.join();
+  t1.join();
+  if (failures[0] || failures[1]) _exit(1);  // kernels of a failed run may still spin: do not wait for them
+  return 0;
+}
+
 // Once a communicator is warm, the enqueue path of the CUDA executor makes no
 // allocation and no synchronisation (NCCL's promise that a call returns once
 // queued): 8-byte and 1 MiB allreduces, a grouped pair and a send/recv ring,
@@ -585,6 +656,13 @@ TEST(GpuCudaExecutor, AWarmEnqueueNeitherAllocatesNorSynchronises) {
   options.env["THESEUS_EPOCH_LEASE_MIN"] = "65536";
   options.env["THESEUS_EPOCH_LEASE_MS"] = "600000";
   for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("warm_enqueue", n, options));
+}
+
+TEST(GpuCudaExecutor, ThreadsOfOneProcessMayRunAheadOfEachOther) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto options = cudaExecutor();
+  options.timeoutSec = 90;
+  EXPECT_RANKS_OK(theseus::test::runRanks("threads_run_ahead", 1, options));
 }
 
 TEST(GpuCudaExecutor, APeerThatDiesDoesNotHangTheStream) {

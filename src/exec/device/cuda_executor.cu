@@ -41,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,10 +88,13 @@ class PinnedChunk {
  public:
   ~PinnedChunk() {
     if (base_ != nullptr) (void)cudaFreeHost(base_);
+    for (void* p : outgrown_) (void)cudaFreeHost(p);
   }
+  // A chunk that grows keeps its old memory until it is destroyed: cudaFreeHost may wait for the device, and
+  // kernels of other ranks of this process (threads) can be running then, waiting for this thread's next launch.
   Status reserve(size_t bytes) {
     if (bytes <= capacity_) return Status::ok();
-    if (base_ != nullptr) (void)cudaFreeHost(base_);
+    if (base_ != nullptr) outgrown_.push_back(base_);
     base_ = nullptr;
     capacity_ = std::max(bytes, capacity_ * 2);
     void* p = nullptr;
@@ -111,6 +115,7 @@ class PinnedChunk {
   char* base_ = nullptr;
   size_t capacity_ = 0;
   size_t used_ = 0;
+  std::vector<void*> outgrown_;
 };
 
 // One run()'s images, reusable once its events completed.
@@ -124,6 +129,9 @@ struct Slot {
   std::vector<std::vector<const Plan*>> lanePlans;
   size_t lanes = 0;
   bool busy = false;
+  std::thread::id owner;  // the thread whose group it holds
+  uint64_t launched = 0;  // launch order (the oldest of a thread's slots is waited for first)
+  bool claimed = false;   // a thread waits for it without the executor's lock
 };
 
 // One captured group: the images its CUDA graph replays, owned by the graph
@@ -221,7 +229,7 @@ class CudaExecutor final : public Executor {
  private:
   Status collect(Slot& slot, bool wait);
   Result<CommState*> commOf(const Plan& p);
-  Result<Slot*> freeSlot();
+  Result<Slot*> freeSlot(std::unique_lock<std::mutex>& lock);
   Result<CaptureOf> captureOf(std::vector<Lane>& lanes);
   void checkReplays();
   Status lower(std::vector<Lane>& lanes, size_t* imageBytes);
@@ -231,7 +239,7 @@ class CudaExecutor final : public Executor {
 
   std::mutex mu_;  // groups may be run from several threads
   std::vector<std::unique_ptr<Slot>> slots_;
-  size_t next_ = 0;
+  uint64_t launches_ = 0;
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
@@ -337,17 +345,43 @@ Result<CommState*> CudaExecutor::commOf(const Plan& p) {
   return &c;
 }
 
-Result<Slot*> CudaExecutor::freeSlot() {
-  constexpr size_t kSlots = 8;
-  if (slots_.size() < kSlots) {
+// A slot for a new group. Ranks that are threads of one process share the executor, and a rank's kernels
+// wait for its peers' kernels, so a thread must never wait for a slot on a kernel that only another rank's
+// next launch (or its own) releases, nor hold the executor's lock while it waits: the first H200 run hung
+// with two ranks as threads (nccl-tests -t 2) when one ran 8 groups ahead and then waited, lock held, on
+// its oldest kernel, which waited for the other thread's launch. So: a free slot if there is one; else a
+// new one, up to kSlots; past that the calling thread waits for the oldest of its own slots (whose
+// peers' kernels were queued before its own later ones could be) with the lock released; a thread that
+// holds none of them gets a new slot rather than wait on another thread's kernels.
+Result<Slot*> CudaExecutor::freeSlot(std::unique_lock<std::mutex>& lock) {
+  constexpr size_t kSlots = 64;
+  const std::thread::id me = std::this_thread::get_id();
+  auto take = [&](Slot* s) {
+    s->owner = me;
+    s->launched = ++launches_;
+    return s;
+  };
+  for (auto& s : slots_)
+    if (!s->busy && !s->claimed) return take(s.get());
+  Slot* oldest = nullptr;
+  for (auto& s : slots_)
+    if (s->owner == me && !s->claimed && (oldest == nullptr || s->launched < oldest->launched)) oldest = s.get();
+  if (slots_.size() < kSlots || oldest == nullptr) {
     slots_.push_back(std::make_unique<Slot>());
-    return slots_.back().get();
+    return take(slots_.back().get());
   }
-  Slot& s = *slots_[next_];
-  next_ = (next_ + 1) % kSlots;
-  Status st = collect(s, /*wait=*/true);  // only when 8 groups are still in flight
-  if (!st.isOk()) return st;
-  return &s;
+  oldest->claimed = true;
+  std::vector<cudaEvent_t> events;
+  for (size_t i = 0; i < oldest->eventsUsed; ++i) events.push_back(oldest->events[i].first);
+  lock.unlock();
+  cudaError_t waited = cudaSuccess;
+  for (cudaEvent_t e : events)
+    if (cudaError_t q = cudaEventSynchronize(e); q != cudaSuccess && waited == cudaSuccess) waited = q;
+  lock.lock();
+  oldest->claimed = false;
+  TH_CHECK(cudaCheck(waited, "waiting for an earlier group's kernels"));
+  TH_CHECK(collect(*oldest, /*wait=*/true));  // its events are complete: reads its results
+  return take(oldest);
 }
 
 // Every plan's stream, one per communicator and group; all of them captured
@@ -530,9 +564,10 @@ Status CudaExecutor::adoptCapture(Captured* captured, const CaptureOf& capture) 
 }
 
 Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   RelaxedCaptureMode relaxed;
-  for (auto& s : slots_) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
+  for (auto& s : slots_)
+    if (!s->claimed) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
   checkReplays();
   TH_ASSIGN(CaptureOf capture, captureOf(lanes));  // before prepareLanes reads any scalar
   // Registered device buffers local peers exported since the last group: mapped and acked now,
@@ -557,7 +592,7 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
     Captured* c = captured.release();
     TH_CHECK(launch(lanes, c->memory, /*replayable=*/true, stallNs, nullptr, c));
   } else {
-    TH_ASSIGN(Slot * slot, freeSlot());
+    TH_ASSIGN(Slot * slot, freeSlot(lock));
     TH_CHECK(slot->memory.reserve(bytes));
     slot->memory.reset();
     Status launched = launch(lanes, slot->memory, /*replayable=*/false, stallNs, slot, nullptr);
