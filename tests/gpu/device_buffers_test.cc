@@ -391,8 +391,9 @@ THESEUS_RANK_FN(large_group) {
 // Two ranks as threads of one process on one GPU (nccl-tests -t 2), one running far ahead: rank 0
 // enqueues 24 allreduces before rank 1 enqueues any, as NCCL allows (an enqueue returns once queued).
 // Rank 0's kernels wait for rank 1's, so rank 0's enqueues must not wait for them, and rank 1's must not
-// wait behind rank 0's: the first H200 run hung here when the executor's shared slots ran out and a thread
-// waited for one, holding the executor's lock, on a kernel only its own next launch could release.
+// wait behind rank 0's. The executor's shared slots used to run out here and a thread waited for one,
+// holding the executor's lock, on a kernel only the other thread's next launch could release (found
+// looking into a -t 2 hang on an H200; the CUDA double reproduces this one).
 THESEUS_RANK_FN(threads_run_ahead) {
   ncclUniqueId id;
   RANK_NCCL(ncclGetUniqueId(&id));

@@ -347,8 +347,8 @@ Result<CommState*> CudaExecutor::commOf(const Plan& p) {
 
 // A slot for a new group. Ranks that are threads of one process share the executor, and a rank's kernels
 // wait for its peers' kernels, so a thread must never wait for a slot on a kernel that only another rank's
-// next launch (or its own) releases, nor hold the executor's lock while it waits: the first H200 run hung
-// with two ranks as threads (nccl-tests -t 2) when one ran 8 groups ahead and then waited, lock held, on
+// next launch (or its own) releases, nor hold the executor's lock while it waits. With 8 shared slots, two
+// ranks as threads (nccl-tests -t 2) deadlocked once one ran 8 groups ahead and then waited, lock held, on
 // its oldest kernel, which waited for the other thread's launch. So: a free slot if there is one; else a
 // new one, up to kSlots; past that the calling thread waits for the oldest of its own slots (whose
 // peers' kernels were queued before its own later ones could be) with the lock released; a thread that
