@@ -240,6 +240,7 @@ class CudaExecutor final : public Executor {
   std::mutex mu_;  // groups may be run from several threads
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t launches_ = 0;
+  size_t next_ = 0;  // where freeSlot's search starts: slots are used in turn, so warming up warms them all
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
@@ -350,24 +351,35 @@ Result<CommState*> CudaExecutor::commOf(const Plan& p) {
 // next launch (or its own) releases, nor hold the executor's lock while it waits. With 8 shared slots, two
 // ranks as threads (nccl-tests -t 2) deadlocked once one ran 8 groups ahead and then waited, lock held, on
 // its oldest kernel, which waited for the other thread's launch. So: a free slot if there is one; else a
-// new one, up to kSlots; past that the calling thread waits for the oldest of its own slots (whose
-// peers' kernels were queued before its own later ones could be) with the lock released; a thread that
-// holds none of them gets a new slot rather than wait on another thread's kernels.
+// new one, up to kSlots; past that the calling thread waits for the oldest of its own slots (whose peers'
+// kernels were queued before its own later ones could be) with the lock released; a thread that holds none
+// of them gets a new slot rather than wait on another thread's kernels. The first groups make eight slots
+// and free ones are taken in turn, so a warm-up of 16 groups sizes every slot's images and a warm enqueue with
+// up to eight groups in flight allocates nothing (more in flight grow the set once).
 Result<Slot*> CudaExecutor::freeSlot(std::unique_lock<std::mutex>& lock) {
-  constexpr size_t kSlots = 64;
+  constexpr size_t kBaseSlots = 8, kSlots = 64;
   const std::thread::id me = std::this_thread::get_id();
   auto take = [&](Slot* s) {
     s->owner = me;
     s->launched = ++launches_;
     return s;
   };
-  for (auto& s : slots_)
-    if (!s->busy && !s->claimed) return take(s.get());
+  if (slots_.size() < kBaseSlots) {  // the first groups make eight slots, whatever finished meanwhile
+    slots_.push_back(std::make_unique<Slot>());
+    return take(slots_.back().get());
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const size_t k = (next_ + i) % slots_.size();
+    if (slots_[k]->busy || slots_[k]->claimed) continue;
+    next_ = (k + 1) % slots_.size();
+    return take(slots_[k].get());
+  }
   Slot* oldest = nullptr;
   for (auto& s : slots_)
     if (s->owner == me && !s->claimed && (oldest == nullptr || s->launched < oldest->launched)) oldest = s.get();
   if (slots_.size() < kSlots || oldest == nullptr) {
     slots_.push_back(std::make_unique<Slot>());
+    next_ = 0;
     return take(slots_.back().get());
   }
   oldest->claimed = true;
