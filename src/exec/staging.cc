@@ -143,9 +143,8 @@ Status StagingExecutor::mirror(std::vector<Lane>& lanes, Pool& pool, std::vector
 }
 
 // The results go back on each operation's stream and the call returns once they landed: the caller's next work
-// on that stream (or any stream, after the call) sees them. (A synchronous cuMemcpyHtoD would not do: from
-// pageable memory it may return before its DMA lands, on the legacy stream, which non-blocking streams do not
-// wait for; the first GPU run read stale results that way.)
+// on that stream (or any stream, after the call) sees them (why not a synchronous copy: CudaDriver::copyToDeviceOn;
+// the first GPU run read stale results that way).
 Status StagingExecutor::copyBack(const std::vector<Lane>& lanes, const std::vector<Mirror>& mirrors,
                                  const std::vector<std::vector<PlanBuffer>>& original) const {
   std::vector<cudaStream_t> streams;

@@ -53,13 +53,6 @@ FAKE_API int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
   return kSuccess;
 }
 
-FAKE_API int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t bytes) {
-  if (int e = unsafe(); e != kSuccess) return e;
-  fakecuda::drainAll();
-  memcpy(reinterpret_cast<void*>(dst), src, bytes);
-  return kSuccess;
-}
-
 // Queued on the stream like CUDA's: from pageable memory the source is staged when called (the caller may reuse
 // it at once) and lands in device memory when the stream gets there, i.e. after the caller's earlier work on it.
 FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t bytes, void* stream) {
