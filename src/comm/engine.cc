@@ -23,6 +23,15 @@ const IntKnob kMaxChannels("THESEUS_MAX_CHANNELS", 8,
                             "Connections per peer and direction a communicator may use (schedules with more "
                             "channels than this are not chosen)");
 
+const IntKnob kDeviceChannels("THESEUS_DEVICE_CHANNELS", 8,
+                               "Channels of large operations the device executor runs, when their decision leaves a "
+                               "built-in schedule at one (each channel runs on a thread block of its own; capped by "
+                               "THESEUS_MAX_CHANNELS and THESEUS_DEVICE_BLOCKS). Must be equal on all ranks");
+
+const IntKnob kDeviceChannelBytes("THESEUS_DEVICE_CHANNEL_BYTES", 4 << 20,
+                                  "Operations the device executor runs get THESEUS_DEVICE_CHANNELS channels from this "
+                                  "size on (bytes of the larger buffer). Must be equal on all ranks");
+
 const IntKnob kSliceBytes("THESEUS_SLICE_BYTES", 128 << 10,
                           "Bytes per pipelined slice of a step (rounded down to a multiple of 64; must not exceed "
                           "the transports' slot size). Must be equal on all ranks");
@@ -61,6 +70,8 @@ TemplateMemo::Settings memoSettings(const Communicator& comm, const std::vector<
   auto tc = transport::readTransportConfig();
   s.maxSliceBytes = tc.isOk() ? std::min(tc.value().shmSlotBytes, tc.value().socketSlotBytes) / 64 * 64 : sliceBytes;
   s.maxChannels = maxChannels();
+  s.deviceChannels = static_cast<int>(std::clamp<int64_t>(kDeviceChannels.get(), 1, schedule::ScheduleParams::kMaxChannels));
+  s.deviceChannelBytes = static_cast<size_t>(std::max<int64_t>(kDeviceChannelBytes.get(), 0));
   return s;
 }
 

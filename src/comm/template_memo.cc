@@ -35,7 +35,8 @@ struct TemplateMemo::Warm final : epoch::Prepared {
 
 TemplateMemo::Key TemplateMemo::keyOf(const policy::DecisionTable& table, uint64_t version, const Request& req) {
   return Key{version, static_cast<uint8_t>(req.collective), static_cast<uint8_t>(req.inPlace),
-             static_cast<int16_t>(rangeOf(table, req.collective, req.bytes)), req.root};
+             static_cast<uint8_t>(req.device), static_cast<int16_t>(rangeOf(table, req.collective, req.bytes)),
+             req.root};
 }
 
 std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const policy::Decision* d,
@@ -52,7 +53,8 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
   probe.inPlace = req.inPlace;
   probe.params = chosen.params;
   probe.hostOf = settings_.hostOf;
-  if (policy::scheduleServesRequest(chosen.schedule, probe)) return {chosen.schedule, chosen.params};
+  if (policy::scheduleServesRequest(chosen.schedule, probe))
+    return {chosen.schedule, deviceParams(chosen.schedule, chosen.params, req)};
   // A fixed program for another layout or root only: the static choice runs this call.
   policy::Choice fallback = policy::staticChoice(shape, filter);
   std::lock_guard<std::mutex> lock(loggedMu_);
@@ -62,7 +64,24 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
             chosen.schedule.c_str(), schedule::collectiveName(req.collective), settings_.nranks,
             schedule::isRooted(req.collective) ? (" root=" + std::to_string(req.root)).c_str() : "",
             req.inPlace ? "in place" : "out of place", fallback.schedule.c_str());
-  return {fallback.schedule, fallback.params};
+  return {fallback.schedule, deviceParams(fallback.schedule, fallback.params, req)};
+}
+
+// The device executor runs a plan's independent channels on thread blocks side
+// by side (exec/device/dev_split.h), and one block moves what one SM moves, so
+// a large device operation whose decision leaves a built-in at one channel
+// gets THESEUS_DEVICE_CHANNELS. Every input is equal on all ranks (the
+// decision, the size, the knobs; an operation's buffers are device memory on
+// every rank or on none), so every rank runs the same program. The memo keys
+// device operations apart; the INFO line of a new entry names the program
+// with its parameters ("ring(channels=8)").
+schedule::ScheduleParams TemplateMemo::deviceParams(const std::string& schedule, schedule::ScheduleParams params,
+                                                    const Request& req) const {
+  const int channels = std::min(settings_.deviceChannels, settings_.maxChannels);
+  if (req.device && channels > 1 && params.channels == 1 && settings_.nranks > 1 &&
+      req.bytes >= settings_.deviceChannelBytes && schedule::isBuiltin(schedule))
+    params.channels = channels;
+  return params;
 }
 
 Result<TemplateMemo::Entry> TemplateMemo::build(const policy::DecisionTable& table, int range,
@@ -100,14 +119,15 @@ Result<const TemplateMemo::Entry*> TemplateMemo::find(const policy::DecisionTabl
 
   Entry e;
   TH_ASSIGN(e, build(table, key.range, req));
-  TH_INFO(log::kColl | log::kTuning, "rank %d: %s of %zu bytes uses %s (table v%llu)", settings_.rank,
-          schedule::collectiveName(req.collective), req.bytes, e.program->program.name.c_str(),
-          static_cast<unsigned long long>(version));
+  TH_INFO(log::kColl | log::kTuning, "rank %d: %s of %zu bytes%s uses %s (table v%llu)", settings_.rank,
+          schedule::collectiveName(req.collective), req.bytes, req.device ? " on the device" : "",
+          e.program->program.name.c_str(), static_cast<unsigned long long>(version));
   {
     std::lock_guard<std::mutex> lock(shapesMu_);
     bool seen = false;
     for (const Request& sh : shapes_)
       if (sh.collective == req.collective && sh.root == req.root && sh.inPlace == req.inPlace &&
+          sh.device == req.device &&
           rangeOf(table, req.collective, sh.bytes) == key.range) {
         seen = true;
         break;

@@ -45,12 +45,17 @@ class TemplateMemo {
     size_t sliceBytes = 0;      // THESEUS_SLICE_BYTES
     size_t maxSliceBytes = 0;   // decisions' slice sizes are clamped to the smallest transport slot
     int maxChannels = 1;        // THESEUS_MAX_CHANNELS
+    // Operations the device executor runs get this many channels (THESEUS_DEVICE_CHANNELS, capped by
+    // maxChannels) from this size on, when their decision leaves a built-in at one (deviceParams).
+    int deviceChannels = 1;
+    size_t deviceChannelBytes = 0;
   };
   struct Request {
     schedule::Collective collective;
     size_t bytes;  // the larger of the input and output buffers
     int root;      // 0 for collectives without a root
     bool inPlace;
+    bool device = false;  // the device executor runs it (its thread blocks run channels side by side)
   };
   struct Entry {
     std::shared_ptr<const schedule::CachedProgram> program;
@@ -78,7 +83,7 @@ class TemplateMemo {
   static constexpr size_t kMaxShapes = 256;  // request shapes remembered for PREPARE
   struct Key {
     uint64_t version;  // decision table version
-    uint8_t collective, inPlace;
+    uint8_t collective, inPlace, device;
     int16_t range;     // DecisionTable::rangeIndex (< 0: the table leaves the collective out; -1 - size class)
     int32_t root;
     bool operator==(const Key&) const = default;
@@ -86,7 +91,7 @@ class TemplateMemo {
   struct KeyHash {
     size_t operator()(const Key& k) const {
       return (k.version * 0x9e3779b97f4a7c15ull) ^ (size_t(k.collective) << 40) ^ (size_t(uint16_t(k.range)) << 24) ^
-             (size_t(k.inPlace) << 56) ^ size_t(uint32_t(k.root));
+             (size_t(k.inPlace) << 56) ^ (size_t(k.device) << 57) ^ size_t(uint32_t(k.root));
     }
   };
   struct Warm;  // epoch::Prepared holding entries built by prepare()
@@ -96,6 +101,9 @@ class TemplateMemo {
   Result<Entry> build(const policy::DecisionTable& table, int range, const Request& req) const;
   // The decision's choice, or the static one when it does not serve the request.
   std::pair<std::string, schedule::ScheduleParams> choose(const policy::Decision* d, const Request& req) const;
+  // The device executor's channels for a built-in choice (see Settings::deviceChannels).
+  schedule::ScheduleParams deviceParams(const std::string& schedule, schedule::ScheduleParams params,
+                                        const Request& req) const;
 
   Settings settings_;
   uint64_t floor_ = 0;  // entries of versions below this go at the next dropStale()

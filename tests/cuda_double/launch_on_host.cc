@@ -26,13 +26,16 @@ struct HostWait {
 void runBlock(void* args, uint32_t block) {
   SoloTeam team;
   HostWait wait;
-  runLane(static_cast<LaneLaunch*>(args)[block], team, wait);
+  auto* lanes = static_cast<LaneLaunch*>(args);
+  uint32_t l = 0;
+  while (block >= lanes[l].firstBlock + lanes[l].blocks) ++l;
+  runLane(lanes[l], block - lanes[l].firstBlock, team, wait);
 }
 
 }  // namespace
 
-int launchLanes(LaneLaunch* lanes, uint32_t nlanes, uint32_t, cudaStream_t stream) {
-  return static_cast<int>(fakeCudaLaunchBlocks(stream, &runBlock, lanes, nlanes));
+int launchLanes(LaneLaunch* lanes, uint32_t, uint32_t nblocks, uint32_t, cudaStream_t stream) {
+  return static_cast<int>(fakeCudaLaunchBlocks(stream, &runBlock, lanes, nblocks));
 }
 
 }  // namespace theseus::exec::dev

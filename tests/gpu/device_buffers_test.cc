@@ -678,6 +678,26 @@ TEST(GpuCudaExecutor, APeerThatDiesDoesNotHangTheStream) {
   }
 }
 
+// Every operation on 4 channels, each a thread block of its own (THESEUS_DEVICE_CHANNEL_BYTES=0 gives small
+// operations channels too; 3 blocks, so some block runs two channels): every collective, a device-scalar
+// PreMulSum in a group whose second operation reads what the first wrote, captures and replays, and a warm
+// enqueue that still neither allocates nor synchronises.
+TEST(GpuCudaExecutor, ChannelsRunOnThreadBlocksOfTheirOwn) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto options = cudaExecutor();
+  options.env["THESEUS_DEVICE_CHANNEL_BYTES"] = "0";
+  options.env["THESEUS_DEVICE_CHANNELS"] = "4";
+  options.env["THESEUS_DEVICE_BLOCKS"] = "3";
+  for (int n : {2, 3}) {
+    EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n, options));
+    EXPECT_RANKS_OK(theseus::test::runRanks("device_scalar_and_reuse", n, options));
+  }
+  EXPECT_RANKS_OK(theseus::test::runRanks("capture_replay", 2, options));
+  options.env["THESEUS_EPOCH_LEASE_MIN"] = "65536";
+  options.env["THESEUS_EPOCH_LEASE_MS"] = "600000";
+  EXPECT_RANKS_OK(theseus::test::runRanks("warm_enqueue", 2, options));
+}
+
 TEST(GpuCudaExecutor, LargeGroupsRunAndReplay) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("large_group", n, cudaExecutor()));

@@ -1,5 +1,6 @@
 // The CUDA executor: device plans queued on the caller's stream, run by the
-// interpreter kernel (cuda_kernel.cu), one thread block per lane. run()
+// interpreter kernel (cuda_kernel.cu), one thread block per independent part
+// of a lane's plans (dev_split.h), up to THESEUS_DEVICE_BLOCKS. run()
 // returns once the work is queued; completion is stream-ordered, as NCCL's.
 //
 // What it needs from memory:
@@ -31,7 +32,7 @@
 // The executor relaxes this thread's capture mode while it runs (it queries
 // events and allocates, which stricter modes forbid during a capture).
 //
-// Enabled with THESEUS_DEVICE_EXECUTOR=cuda (it has not run on hardware yet;
+// Enabled with THESEUS_DEVICE_EXECUTOR=cuda (correct on an H200, not fast yet;
 // scripts/gpu-check.sh exercises it). Only this file and cuda_kernel.cu touch
 // the CUDA runtime.
 #include <cuda_runtime.h>
@@ -48,6 +49,7 @@
 #include "common/log.h"
 #include "exec/device/cuda_launch.h"
 #include "exec/device/dev_lower.h"
+#include "exec/device/dev_split.h"
 #include "exec/device/device_executor.h"
 #include "exec/progress.h"
 #include "transport/transport_manager.h"
@@ -125,7 +127,12 @@ struct Slot {
   // created on, so one recorded on another device's stream is made anew there.
   std::vector<std::pair<cudaEvent_t, int>> events;
   size_t eventsUsed = 0;            // one per stream of the run
-  std::vector<std::pair<const Plan*, dev::LaneResult*>> results;  // (first plan of the lane, its result)
+  struct LaneResults {
+    const Plan* first = nullptr;  // the lane's first plan
+    dev::LaneResult* results = nullptr;  // one per block
+    uint32_t blocks = 1;
+  };
+  std::vector<LaneResults> results;
   std::vector<std::vector<const Plan*>> lanePlans;
   size_t lanes = 0;
   bool busy = false;
@@ -142,7 +149,8 @@ struct Captured {
   PinnedChunk memory;
   struct LaneEntry {
     const AbortFlag* comm = nullptr;
-    dev::LaneResult* result = nullptr;
+    dev::LaneResult* results = nullptr;  // one per block
+    uint32_t blocks = 1;
     std::vector<std::string> plans;  // describe() of each plan, for errors (the Plan objects are reused)
     int rank = -1;
     bool reported = false;
@@ -203,6 +211,9 @@ Status laneFailure(uint32_t state, const std::string& what, int rank) {
       return remoteError("%s: rank %d: the communicator was aborted", what.c_str(), rank);
     case 4:
       return remoteError("%s: rank %d made no progress on the GPU for the stall timeout", what.c_str(), rank);
+    case dev::kSiblingStopped:
+      return remoteError("%s: rank %d: a thread block of the operation stopped another (its error was lost)",
+                         what.c_str(), rank);
     default:
       return remoteError("%s: rank %d: the device interpreter stopped (state %u); see the peers' errors", what.c_str(),
                          rank, state);
@@ -243,7 +254,8 @@ class CudaExecutor final : public Executor {
   size_t next_ = 0;  // where freeSlot's search starts: slots are used in turn, so warming up warms them all
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
-  std::vector<std::vector<dev::LoweredPlan>> lowered_;  // per lane, reused by every run()
+  std::vector<std::vector<dev::SplitPlan>> lowered_;  // per lane and plan, reused by every run()
+  std::vector<uint32_t> laneBlocks_;                  // per lane: the most parts of any of its plans
   struct StreamLanes {
     cudaStream_t stream = nullptr;
     int device = -1;  // the communicators' device: launches go there
@@ -288,7 +300,7 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
     TH_CHECK(cudaCheck(q, "waiting for an earlier group's kernels"));
   }
   for (size_t l = 0; l < slot.lanes; ++l) {
-    const dev::LaneResult& r = *slot.results[l].second;
+    const dev::LaneOutcome r = dev::laneOutcome(slot.results[l].results, slot.results[l].blocks);
     const Plan* first = slot.results[l].first;
     if (r.directMessages > 0 && first != nullptr) {
       CommState& cs = comms_[first->abort];
@@ -324,11 +336,12 @@ void CudaExecutor::checkReplays() {
   }
   for (Captured* c : captured_)
     for (Captured::LaneEntry& e : c->lanes) {
-      uint32_t state = dev::loadAcquire(&e.result->state);
-      if (e.reported || state < 2) continue;
+      if (e.reported) continue;
+      const dev::LaneOutcome r = dev::laneOutcome(e.results, e.blocks);
+      if (r.state < 2) continue;
       e.reported = true;
-      const std::string& what = e.plans[std::min<size_t>(e.result->failedPlan, e.plans.size() - 1)];
-      Status failure = laneFailure(state, what + " (replayed from a CUDA graph)", e.rank);
+      const std::string& what = e.plans[std::min<size_t>(r.failedPlan, e.plans.size() - 1)];
+      Status failure = laneFailure(r.state, what + " (replayed from a CUDA graph)", e.rank);
       CommState& cs = comms_[e.comm];
       if (cs.failure.isOk()) cs.failure = failure;
     }
@@ -445,25 +458,37 @@ Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes) {
 Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   size_t bytes = 4096;
   if (lowered_.size() < lanes.size()) lowered_.resize(lanes.size());
+  if (laneBlocks_.size() < lanes.size()) laneBlocks_.resize(lanes.size());
+  const uint32_t maxBlocks = dev::maxBlocksPerLane();
   for (size_t l = 0; l < lanes.size(); ++l) {
     if (lowered_[l].size() < lanes[l].plans.size()) lowered_[l].resize(lanes[l].plans.size());
+    uint32_t blocks = 1;
     for (size_t i = 0; i < lanes[l].plans.size(); ++i) {
       const Plan& p = *lanes[l].plans[i];
-      dev::LoweredPlan& lp = lowered_[l][i];
-      TH_CHECK(dev::lowerForDevice(p, &lp));
-      // Three headers per plan (copyImage's own, the lane's contiguous copy and
-      // the pristine one a replayable launch restarts from), the image's five
-      // arrays, and up to 16 bytes of alignment for each of those allocations.
-      bytes += 3 * sizeof(dev::Plan) + 16 * 8 + lp.steps.size() * sizeof(dev::Step) +
-               lp.preds.size() * sizeof(uint32_t) + lp.conns.size() * sizeof(dev::Conn) +
-               lp.state.size() * sizeof(dev::StepState) + lp.cursors.size() * sizeof(dev::Cursor);
+      dev::SplitPlan& sp = lowered_[l][i];
+      TH_CHECK(dev::lowerForDevice(p, &sp.whole));
+      dev::splitPlan(sp, maxBlocks);
+      blocks = std::max(blocks, sp.count);
+      // Per part: copyImage's header and the image's five arrays, with up to
+      // 16 bytes of alignment for each of those allocations.
+      for (uint32_t b = 0; b < sp.count; ++b) {
+        const dev::LoweredPlan& lp = sp.part(b);
+        bytes += sizeof(dev::Plan) + 16 * 6 + lp.steps.size() * sizeof(dev::Step) +
+                 lp.preds.size() * sizeof(uint32_t) + lp.conns.size() * sizeof(dev::Conn) +
+                 lp.state.size() * sizeof(dev::StepState) + lp.cursors.size() * sizeof(dev::Cursor);
+      }
       for (const PlanConn& c : p.conns) {
         TH_ASSIGN(transport::DeviceFifo f, p.transports->deviceFifo(c.peer, c.channel, c.isSend));
         TH_CHECK(registerForDevice(f.segmentBase, f.segmentBytes));
         TH_CHECK(registerForDevice(f.directTablesBase, f.directTablesBytes));
       }
     }
-    bytes += sizeof(dev::LaneLaunch) + sizeof(dev::LaneResult) + 64;
+    laneBlocks_[l] = blocks;
+    // The lane's headers (one per plan and block, twice for a replayable launch), its results and
+    // barrier counts per block, its divisions per plan, with alignment.
+    const size_t nplans = lanes[l].plans.size();
+    bytes += sizeof(dev::LaneLaunch) + 2 * nplans * blocks * sizeof(dev::Plan) +
+             blocks * (sizeof(dev::LaneResult) + sizeof(dev::Arrival)) + nplans * sizeof(dev::LaneDivide) + 5 * 64;
   }
   *imageBytes = bytes;
   return Status::ok();
@@ -505,45 +530,76 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     auto* launches = static_cast<dev::LaneLaunch*>(take(members.size() * sizeof(dev::LaneLaunch),
                                                         alignof(dev::LaneLaunch)));
     if (launches == nullptr) return internalError("CUDA executor: image memory exhausted");
+    uint32_t nblocks = 0;
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t l = members[k];
       const size_t nplans = lanes[l].plans.size();
-      auto* plans = static_cast<dev::Plan*>(take(nplans * sizeof(dev::Plan), alignof(dev::Plan)));
+      const uint32_t B = laneBlocks_[l];
+      auto* plans = static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan)));
       auto* pristine =
-          replayable ? static_cast<dev::Plan*>(take(nplans * sizeof(dev::Plan), alignof(dev::Plan))) : nullptr;
-      auto* result = static_cast<dev::LaneResult*>(take(sizeof(dev::LaneResult), alignof(dev::LaneResult)));
-      if ((nplans > 0 && (plans == nullptr || (replayable && pristine == nullptr))) || result == nullptr)
+          replayable ? static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan))) : nullptr;
+      auto* results = static_cast<dev::LaneResult*>(take(B * sizeof(dev::LaneResult), alignof(dev::LaneResult)));
+      auto* arrivals = B > 1 ? static_cast<dev::Arrival*>(take(B * sizeof(dev::Arrival), alignof(dev::Arrival)))
+                             : nullptr;
+      auto* divides =
+          B > 1 ? static_cast<dev::LaneDivide*>(take(nplans * sizeof(dev::LaneDivide), alignof(dev::LaneDivide)))
+                : nullptr;
+      if ((nplans > 0 && (plans == nullptr || (replayable && pristine == nullptr))) || results == nullptr ||
+          (B > 1 && (arrivals == nullptr || (nplans > 0 && divides == nullptr))))
         return internalError("CUDA executor: image memory exhausted");
       for (size_t i = 0; i < nplans; ++i) {
-        dev::Plan* image = dev::copyImage(lowered_[l][i], &PinnedChunk::allocate, &memory);
-        if (image == nullptr) return internalError("CUDA executor: image memory exhausted");
-        plans[i] = *image;  // the lane's plans are contiguous
-        if (replayable) pristine[i] = *image;
+        const dev::SplitPlan& sp = lowered_[l][i];
+        for (uint32_t b = 0; b < B; ++b) {
+          dev::Plan& at = plans[i * B + b];
+          if (b < sp.count) {
+            dev::Plan* image = dev::copyImage(sp.part(b), &PinnedChunk::allocate, &memory);
+            if (image == nullptr) return internalError("CUDA executor: image memory exhausted");
+            at = *image;  // the lane's plans are contiguous
+          } else {
+            at = dev::emptyPart(sp.whole.plan);  // this block has no part of plan i
+          }
+          if (replayable) pristine[i * B + b] = at;
+        }
+        if (divides != nullptr) {
+          const dev::Plan& w = sp.whole.plan;
+          divides[i] = sp.count > 1 && w.divideDst != nullptr
+                           ? dev::LaneDivide{w.divideDst, w.divideElems, w.red}
+                           : dev::LaneDivide{};
+        }
       }
-      *result = dev::LaneResult{};
+      for (uint32_t b = 0; b < B; ++b) results[b] = dev::LaneResult{};
+      for (uint32_t b = 0; b < B && arrivals != nullptr; ++b) arrivals[b] = dev::Arrival{};
       const Plan* first = nplans == 0 ? nullptr : lanes[l].plans.front();
-      launches[k] = dev::LaneLaunch{plans,
-                                    pristine,
-                                    static_cast<uint32_t>(nplans),
-                                    first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr,
-                                    kPeerFailedIdleNs,
-                                    stallNs,
-                                    result};
+      dev::LaneLaunch& ll = launches[k];
+      ll = dev::LaneLaunch{};
+      ll.plans = plans;
+      ll.pristine = pristine;
+      ll.nplans = static_cast<uint32_t>(nplans);
+      ll.blocks = B;
+      ll.firstBlock = nblocks;
+      ll.abortWord = first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr;
+      ll.peerFailedIdleNs = kPeerFailedIdleNs;
+      ll.stallNs = stallNs;
+      ll.results = results;
+      ll.arrivals = arrivals;
+      ll.divides = divides;
+      nblocks += B;
       if (slot != nullptr) {
-        slot->results[slot->lanes] = {first, result};
+        slot->results[slot->lanes] = Slot::LaneResults{first, results, B};
         slot->lanePlans[slot->lanes++].assign(lanes[l].plans.begin(), lanes[l].plans.end());
       }
       if (captured != nullptr && first != nullptr) {
         Captured::LaneEntry e;
         e.comm = first->abort;
-        e.result = result;
+        e.results = results;
+        e.blocks = B;
         e.rank = first->rank;
         for (const Plan* p : lanes[l].plans) e.plans.push_back(p->describe());
         captured->lanes.push_back(std::move(e));
       }
     }
     static const uint32_t threads = 512;
-    int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), threads, stream);
+    int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), nblocks, threads, stream);
     TH_CHECK(cudaCheck(static_cast<cudaError_t>(rc), "launching the Theseus kernel"));
     if (slot == nullptr) continue;
     if (slot->eventsUsed == slot->events.size()) slot->events.emplace_back(nullptr, -1);

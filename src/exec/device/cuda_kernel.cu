@@ -1,5 +1,5 @@
 // The CUDA side of the device executor: the interpreter (interpreter.h) run by
-// one thread block per lane (lane_runner.h). The leader (thread 0) decides,
+// one or more thread blocks per lane (lane_runner.h). The leader (thread 0) decides,
 // every thread moves its share of the elements, __syncthreads() separates the
 // phases, and the decisions reach the other threads through shared memory.
 // Idle blocks poll the abort word and a stall clock (%globaltimer) between
@@ -37,16 +37,19 @@ struct GpuWait {
   __device__ void pause() const { spinPause(); }
 };
 
+// Block b of the grid runs block b - firstBlock of the lane whose blocks include it.
 __global__ void runLanesKernel(LaneLaunch* lanes) {
   BlockTeam team;
   GpuWait wait;
-  runLane(lanes[blockIdx.x], team, wait);
+  uint32_t l = 0;
+  while (blockIdx.x >= lanes[l].firstBlock + lanes[l].blocks) ++l;
+  runLane(lanes[l], blockIdx.x - lanes[l].firstBlock, team, wait);
 }
 
 }  // namespace
 
-int launchLanes(LaneLaunch* lanes, uint32_t nlanes, uint32_t threads, cudaStream_t stream) {
-  runLanesKernel<<<nlanes, threads, 0, stream>>>(lanes);
+int launchLanes(LaneLaunch* lanes, uint32_t, uint32_t nblocks, uint32_t threads, cudaStream_t stream) {
+  runLanesKernel<<<nblocks, threads, 0, stream>>>(lanes);
   return static_cast<int>(cudaGetLastError());
 }
 

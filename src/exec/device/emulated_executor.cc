@@ -1,5 +1,6 @@
 // The emulated device executor: the device interpreter on the calling thread,
-// one SoloTeam per lane, polled round-robin so one thread drives every
+// one SoloTeam per part of a lane's plan (dev_split.h: the thread blocks of
+// the CUDA executor), polled round-robin so one thread drives every
 // communicator of a group (as the GPU runs their blocks side by side). When no
 // lane moved for a while it yields the core, and it checks the abort flag, the
 // lanes' health and the stall timeout like the host progress engine — a failed
@@ -13,6 +14,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "exec/device/dev_lower.h"
+#include "exec/device/dev_split.h"
 #include "exec/device/device_executor.h"
 #include "exec/device/interpreter.h"
 #include "exec/progress.h"
@@ -22,14 +24,14 @@ namespace {
 
 const StringKnob kDeviceExecutor("THESEUS_DEVICE_EXECUTOR", "off",
                                  "The device executor: 'off' (device buffers are staged through host memory), "
-                                 "'cuda' (its interpreter as a CUDA kernel on the operations' streams; not yet run "
-                                 "on hardware) or 'emulate' (its interpreter on host threads over shared host memory "
+                                 "'cuda' (its interpreter as a CUDA kernel on the operations' streams; opt-in "
+                                 "until it is fast, docs/cuda-executor.md) or 'emulate' (its interpreter on host threads over shared host memory "
                                  "for every collective; tests). Must be equal on all ranks");
 
 struct LaneState {
   size_t current = 0;
   uint64_t startNs = 0;
-  bool lowered = false;
+  std::vector<uint8_t> partDone;  // per part of the current plan (dev_split.h)
 };
 
 class EmulatedDeviceExecutor final : public Executor {
@@ -39,32 +41,58 @@ class EmulatedDeviceExecutor final : public Executor {
   Status run(std::vector<Lane>& lanes, const ExecOptions& options) override;
 };
 
-// Lowers lane `l`'s current plan (skipping empty ones, which finish at once).
-Status beginPlan(Lane& lane, LaneState& st, std::vector<dev::LoweredPlan>& lowered, size_t l) {
+// Lowers and splits lane `l`'s current plan (skipping empty ones, which finish at once).
+Status beginPlan(Lane& lane, LaneState& st, dev::SplitPlan& sp) {
   while (st.current < lane.plans.size()) {
-    TH_CHECK(dev::lowerForDevice(*lane.plans[st.current], &lowered[l]));
+    TH_CHECK(dev::lowerForDevice(*lane.plans[st.current], &sp.whole));
+    dev::splitPlan(sp, dev::maxBlocksPerLane());
+    st.partDone.assign(sp.count, 0);
     st.startNs = nowNs();
-    if (lowered[l].plan.nsteps > 0) return Status::ok();
+    if (sp.whole.plan.nsteps > 0) return Status::ok();
     if (lane.observer) lane.observer->planDone(*lane.plans[st.current], 0, st.startNs);
     ++st.current;
   }
   return Status::ok();
 }
 
+// One pass over the unfinished parts of a lane's current plan, as the GPU's
+// blocks would run them side by side. Sets *done once every part finished.
+Status pollParts(const Plan& plan, dev::SplitPlan& sp, LaneState& st, dev::SoloTeam& team, bool* progressed,
+                 bool* done) {
+  uint32_t finished = 0;
+  for (uint32_t b = 0; b < sp.count; ++b) {
+    if (st.partDone[b]) {
+      ++finished;
+      continue;
+    }
+    dev::Plan& d = sp.part(b).plan;
+    dev::Poll r = dev::pollPlan(d, team);
+    if (r == dev::Poll::kFailed) return dev::failureStatus(plan, d);
+    if (r == dev::Poll::kIdle) continue;
+    *progressed = true;
+    if (r == dev::Poll::kDone) {
+      st.partDone[b] = 1;
+      ++finished;
+    }
+  }
+  *done = finished == sp.count;
+  return Status::ok();
+}
+
 Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
   TH_CHECK(prepareLanes(lanes, device::kHostAccessibleKinds, name()));
   const int64_t stallMs = options.stallTimeoutMs != 0 ? options.stallTimeoutMs : configuredStallTimeoutMs();
-  thread_local std::vector<dev::LoweredPlan> lowered;
+  thread_local std::vector<dev::SplitPlan> lowered;
   thread_local std::vector<LaneState> states;
   lowered.resize(lanes.size());
   states.assign(lanes.size(), LaneState{});
   // Every plan is lowered (its FIFOs resolved) before anything moves: a plan that cannot run fails the group whole.
   for (size_t l = 0; l < lanes.size(); ++l)
-    for (Plan* p : lanes[l].plans) TH_CHECK(dev::lowerForDevice(*p, &lowered[l]));
-  for (size_t l = 0; l < lanes.size(); ++l) TH_CHECK(beginPlan(lanes[l], states[l], lowered, l));
+    for (Plan* p : lanes[l].plans) TH_CHECK(dev::lowerForDevice(*p, &lowered[l].whole));
+  for (size_t l = 0; l < lanes.size(); ++l) TH_CHECK(beginPlan(lanes[l], states[l], lowered[l]));
 
   dev::SoloTeam team;
-  thread_local std::vector<int> waitedPeers;
+  thread_local std::vector<int> waitedPeers, partPeers;
   uint64_t lastProgressNs = nowNs(), lastHealthNs = 0;
   uint32_t idle = 0;
   for (;;) {
@@ -75,18 +103,18 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
       LaneState& st = states[l];
       if (st.current >= lane.plans.size()) continue;
       ++live;
-      dev::Plan& d = lowered[l].plan;
-      dev::Poll r = dev::pollPlan(d, team);
-      if (r == dev::Poll::kFailed) return dev::failureStatus(*lane.plans[st.current], d);
-      if (r == dev::Poll::kIdle) continue;
-      progressed = true;
-      if (r != dev::Poll::kDone) continue;
+      bool done = false;
+      TH_CHECK(pollParts(*lane.plans[st.current], lowered[l], st, team, &progressed, &done));
+      if (!done) continue;
+      // A split plan's average, divided once all its parts finished (the lane runner's barrier).
+      const dev::Plan& w = lowered[l].whole.plan;
+      if (lowered[l].count > 1 && w.divideDst != nullptr) dev::divideElems(w.red, w.divideDst, w.divideElems);
       if (lane.observer) {
         uint64_t end = nowNs();
         lane.observer->planDone(*lane.plans[st.current], end - st.startNs, end);
       }
       ++st.current;
-      TH_CHECK(beginPlan(lane, st, lowered, l));
+      TH_CHECK(beginPlan(lane, st, lowered[l]));
     }
     if (live == 0) return Status::ok();
     if (progressed) {
@@ -101,22 +129,29 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
     lastHealthNs = now;
     for (size_t l = 0; l < lanes.size(); ++l) {
       Lane& lane = lanes[l];
-      if (states[l].current >= lane.plans.size()) continue;
-      Plan& p = *lane.plans[states[l].current];
+      LaneState& st = states[l];
+      if (st.current >= lane.plans.size()) continue;
+      Plan& p = *lane.plans[st.current];
       if (p.abort != nullptr && p.abort->isSet())
         return remoteError("%s: rank %d: the communicator was aborted", p.describe().c_str(), p.rank);
       if (lane.health) {
         // As the host engine: a failed peer ends the wait at once only while the plan still waits
         // on it (the peers of its unfinished steps), otherwise after a second without progress.
-        const dev::Plan& d = lowered[l].plan;
-        unfinishedStepPeers(d.steps, d.state, d.nsteps, d.rounds, &waitedPeers);
+        waitedPeers.clear();
+        for (uint32_t b = 0; b < lowered[l].count; ++b) {
+          const dev::Plan& d = lowered[l].part(b).plan;
+          unfinishedStepPeers(d.steps, d.state, d.nsteps, d.rounds, &partPeers);
+          waitedPeers.insert(waitedPeers.end(), partPeers.begin(), partPeers.end());
+        }
         if (Status h = lane.health(LaneWait{&waitedPeers, now - lastProgressNs > 1000000000}); !h.isOk()) {
           // The peer may have finished its part and died after the last pass: it counts only
           // if one more pass over the lanes moves nothing.
           bool moved = false;
-          for (size_t k = 0; k < lanes.size() && !moved; ++k)
-            if (states[k].current < lanes[k].plans.size())
-              moved = dev::pollPlan(lowered[k].plan, team) != dev::Poll::kIdle;
+          for (size_t k = 0; k < lanes.size() && !moved; ++k) {
+            if (states[k].current >= lanes[k].plans.size()) continue;
+            bool done = false;
+            TH_CHECK(pollParts(*lanes[k].plans[states[k].current], lowered[k], states[k], team, &moved, &done));
+          }
           if (!moved) return h.withContext(p.describe());
           idle = 0;
           break;
