@@ -29,7 +29,8 @@ void runBlock(void* args, uint32_t block) {
   auto* lanes = static_cast<LaneLaunch*>(args);
   uint32_t l = 0;
   while (block >= lanes[l].firstBlock + lanes[l].blocks) ++l;
-  runLane(lanes[l], block - lanes[l].firstBlock, team, wait);
+  alignas(16) static thread_local char local[kLocalPlanBytes];  // the kernel's shared memory
+  runLane(lanes[l], block - lanes[l].firstBlock, team, wait, LocalMemory{local, sizeof(local)});
 }
 
 }  // namespace

@@ -38,18 +38,20 @@ struct GpuWait {
 };
 
 // Block b of the grid runs block b - firstBlock of the lane whose blocks include it.
+// Each block keeps the plan it runs in dynamic shared memory (kLocalPlanBytes).
 __global__ void runLanesKernel(LaneLaunch* lanes) {
+  extern __shared__ __align__(16) unsigned char localPlan[];
   BlockTeam team;
   GpuWait wait;
   uint32_t l = 0;
   while (blockIdx.x >= lanes[l].firstBlock + lanes[l].blocks) ++l;
-  runLane(lanes[l], blockIdx.x - lanes[l].firstBlock, team, wait);
+  runLane(lanes[l], blockIdx.x - lanes[l].firstBlock, team, wait, LocalMemory{localPlan, kLocalPlanBytes});
 }
 
 }  // namespace
 
 int launchLanes(LaneLaunch* lanes, uint32_t, uint32_t nblocks, uint32_t threads, cudaStream_t stream) {
-  runLanesKernel<<<nblocks, threads, 0, stream>>>(lanes);
+  runLanesKernel<<<nblocks, threads, kLocalPlanBytes, stream>>>(lanes);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -81,6 +81,9 @@ inline LaneOutcome laneOutcome(const LaneResult* results, uint32_t blocks) {
   return o;
 }
 
+// Block-local memory per block for the plan it runs (lane_runner.h LocalMemory): dynamic shared memory on a GPU.
+inline constexpr uint32_t kLocalPlanBytes = 32 << 10;
+
 // Launches every lane's blocks (`nblocks` in all, lanes[l].firstBlock
 // numbering them) of `threads` threads on `stream`; returns the cudaError_t
 // of the launch as an int (0: queued).

@@ -125,6 +125,7 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
   d.cursors = out->cursors.data();
   d.nsteps = static_cast<uint32_t>(out->steps.size());
   d.nconns = static_cast<uint32_t>(out->conns.size());
+  d.npreds = static_cast<uint32_t>(out->preds.size());
   d.rounds = p.rounds;
   d.chunked = p.chunked;
   d.chunksPerBlock = p.chunksPerBlock;

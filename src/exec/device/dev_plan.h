@@ -129,6 +129,7 @@ struct Plan {
   Cursor* cursors = nullptr;
   uint32_t nsteps = 0;
   uint32_t nconns = 0;
+  uint32_t npreds = 0;
   uint32_t rounds = 1;
   uint8_t chunked = 1;
   uint32_t chunksPerBlock = 1;

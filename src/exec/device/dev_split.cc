@@ -73,6 +73,7 @@ void buildPart(SplitPlan& sp, uint32_t b, LoweredPlan& out) {
   p.cursors = out.cursors.empty() ? nullptr : out.cursors.data();
   p.nsteps = static_cast<uint32_t>(out.steps.size());
   p.nconns = static_cast<uint32_t>(out.conns.size());
+  p.npreds = static_cast<uint32_t>(out.preds.size());
   p.remaining = p.nsteps;
   p.directSent = 0;
   p.failure = Failure{};
@@ -140,7 +141,7 @@ Plan emptyPart(const Plan& whole) {
   p.conns = nullptr;
   p.state = nullptr;
   p.cursors = nullptr;
-  p.nsteps = p.nconns = p.remaining = p.directSent = 0;
+  p.nsteps = p.nconns = p.npreds = p.remaining = p.directSent = 0;
   p.red.scalarSource = nullptr;  // nothing to scale
   p.divideDst = nullptr;
   p.divideElems = 0;

@@ -3,7 +3,8 @@
 // leader checks the abort word, a stall clock and whether another block of
 // the lane stopped; at the end it writes its block's result. The blocks of a
 // lane meet at a barrier between plans (detail::laneBarrier) and divide a
-// split plan's average between them. A replayed launch
+// split plan's average between them. A plan that fits runs from block-local
+// memory (LocalMemory), the rest in place. A replayed launch
 // (captured into a CUDA graph) first checks that no earlier replay failed —
 // a failure stays until the host has reported it, and the FIFOs' state after
 // one is unknown — and restarts each plan before running it (restartPlan).
@@ -20,7 +21,74 @@
 
 namespace theseus::exec::dev {
 
+// Block-local memory (shared memory on a GPU) where a block keeps the plan it
+// runs. Plan images live in mapped host memory, where every access of the
+// leader to run state, steps or connections crosses PCIe (about a microsecond
+// each, dozens per piece); a plan that fits is copied in once by the whole
+// team (one bulk transfer) and runs there. Its run state starts fresh there,
+// so the image itself is never written and a replay finds it as lowered.
+// bytes = 0: plans run in place.
+struct LocalMemory {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+
 namespace detail {
+
+TH_HD inline size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
+
+// The bytes a plan's local copy takes: header, steps, predecessors, connections, run state, cursors.
+TH_HD inline size_t localBytes(const Plan& p) {
+  return align16(sizeof(Plan)) + align16(p.nsteps * sizeof(Step)) + align16(p.npreds * sizeof(uint32_t)) +
+         align16(p.nconns * sizeof(Conn)) + align16(p.nsteps * sizeof(StepState)) + align16(p.nconns * sizeof(Cursor));
+}
+
+// Zeroes `n` bytes (a multiple of 8 at an 8-aligned address) with the team.
+TH_HD inline void zeroWords(void* at, size_t n, Span s) {
+  auto* w = static_cast<unsigned long long*>(at);
+  for (size_t i = s.first; i < n / 8; i += s.stride) w[i] = 0;
+}
+
+// The plan `src` copied by the team into `local`, or null when it does not fit.
+template <class Team>
+TH_HD Plan* localPlan(const Plan& src, LocalMemory local, Team& team) {
+  size_t need = 0;
+  if (team.leader()) need = localBytes(src);
+  need = team.share(need);
+  if (need > local.bytes) return nullptr;
+  char* base = static_cast<char*>(local.base);
+  Plan* lp = reinterpret_cast<Plan*>(base);
+  const Span span = team.span();
+  copyBytes(base, reinterpret_cast<const char*>(&src), sizeof(Plan), span);
+  team.sync();
+  // Every thread reads the copied header (its pointers still the image's) before the leader rewires it.
+  size_t at = align16(sizeof(Plan));
+  auto place = [&](const void* from, size_t bytes) {
+    char* to = base + at;
+    if (from != nullptr) copyBytes(to, static_cast<const char*>(from), bytes, span);
+    else zeroWords(to, align16(bytes), span);  // fresh run state
+    at += align16(bytes);
+    return to;
+  };
+  Step* steps = reinterpret_cast<Step*>(place(lp->steps, lp->nsteps * sizeof(Step)));
+  uint32_t* preds = reinterpret_cast<uint32_t*>(place(lp->preds, lp->npreds * sizeof(uint32_t)));
+  Conn* conns = reinterpret_cast<Conn*>(place(lp->conns, lp->nconns * sizeof(Conn)));
+  StepState* state = reinterpret_cast<StepState*>(place(nullptr, lp->nsteps * sizeof(StepState)));
+  Cursor* cursors = reinterpret_cast<Cursor*>(place(nullptr, lp->nconns * sizeof(Cursor)));
+  team.sync();
+  if (team.leader()) {
+    lp->steps = steps;
+    lp->preds = preds;
+    lp->conns = conns;
+    lp->state = state;
+    lp->cursors = cursors;
+    lp->remaining = lp->nsteps;
+    lp->directSent = 0;
+    lp->failure = Failure{};
+  }
+  team.sync();
+  return lp;
+}
 
 // The leader: why the lane must stop now (0: it need not). `idleSince` is
 // when this block last moved something (0: it just did).
@@ -73,7 +141,7 @@ TH_HD void stopLane(LaneLaunch& lane, uint32_t block, uint32_t plan, uint32_t st
 }  // namespace detail
 
 template <class Team, class Wait>
-TH_HD void runLane(LaneLaunch& lane, uint32_t block, Team& team, Wait& wait) {
+TH_HD void runLane(LaneLaunch& lane, uint32_t block, Team& team, Wait& wait, LocalMemory local = {}) {
   LaneResult& result = lane.results[block];
   const uint32_t B = lane.blocks;
   if (lane.pristine != nullptr) {
@@ -87,8 +155,13 @@ TH_HD void runLane(LaneLaunch& lane, uint32_t block, Team& team, Wait& wait) {
   uint64_t passed = 0;  // lane barriers passed (counted on from a replay's last)
   if (B > 1 && team.leader()) passed = loadAcquire(&lane.arrivals[block].count);
   for (uint32_t i = 0; i < lane.nplans; ++i) {
-    Plan& p = lane.plans[i * B + block];
-    if (lane.pristine != nullptr) restartPlan(p, lane.pristine[i * B + block], team);
+    Plan& image = lane.plans[i * B + block];
+    Plan* run = local.bytes > 0 ? detail::localPlan(image, local, team) : nullptr;
+    if (run == nullptr) {  // in place: a replay first puts the image back as lowered
+      if (lane.pristine != nullptr) restartPlan(image, lane.pristine[i * B + block], team);
+      run = &image;
+    }
+    Plan& p = *run;
     uint64_t idleSince = 0;
     for (;;) {
       Poll r = pollPlan(p, team);
@@ -96,7 +169,10 @@ TH_HD void runLane(LaneLaunch& lane, uint32_t block, Team& team, Wait& wait) {
         if (team.leader()) result.directMessages += p.directSent;
         break;
       }
-      if (r == Poll::kFailed) return detail::stopLane(lane, block, i, 2u, team);
+      if (r == Poll::kFailed) {
+        if (team.leader() && run != &image) image.failure = p.failure;  // what the host may report
+        return detail::stopLane(lane, block, i, 2u, team);
+      }
       if (r == Poll::kProgress) {
         idleSince = 0;
         continue;

@@ -114,11 +114,13 @@ void assemble(const std::vector<RankOp*>& ops, bool replayable, LaneImage* img) 
   img->launch.stallNs = 60ull * 1000000000;  // a bug fails the test rather than hang it
 }
 
-// Runs every rank's lane, each block a team of `threads` host threads; true when every block finished.
-bool runLanes(std::vector<LaneImage>& lanes, uint32_t threads) {
+// Runs every rank's lane, each block a team of `threads` host threads with `localBytes` of block-local memory
+// (the kernel's shared memory); true when every block finished.
+bool runLanes(std::vector<LaneImage>& lanes, uint32_t threads, size_t localBytes = dev::kLocalPlanBytes) {
   struct Block {
     std::unique_ptr<std::barrier<>> bar;
     std::vector<char> board;
+    std::vector<dev::Word16> local;
   };
   std::vector<std::unique_ptr<Block>> blocks;
   std::vector<std::thread> pool;
@@ -128,11 +130,12 @@ bool runLanes(std::vector<LaneImage>& lanes, uint32_t threads) {
       Block& blk = *blocks.back();
       blk.bar = std::make_unique<std::barrier<>>(threads);
       blk.board.resize(512);
+      blk.local.resize(localBytes / sizeof(dev::Word16));
       for (uint32_t t = 0; t < threads; ++t)
-        pool.emplace_back([&lane, &blk, b, t, threads] {
+        pool.emplace_back([&lane, &blk, b, t, threads, localBytes] {
           ThreadTeam team{t, threads, blk.bar.get(), &blk.board};
           HostWait wait;
-          dev::runLane(lane.launch, b, team, wait);
+          dev::runLane(lane.launch, b, team, wait, dev::LocalMemory{blk.local.data(), localBytes});
         });
     }
   for (auto& th : pool) th.join();
@@ -223,6 +226,7 @@ struct LaneCase {
   uint32_t threads;
   int replays = 1;
   bool direct = false;  // buffers registered and mapped: messages read in place
+  size_t localBytes = dev::kLocalPlanBytes;  // 0 or too small for a plan: plans run in place (their images)
 };
 
 void runLaneCase(const LaneCase& c) {
@@ -264,7 +268,11 @@ void runLaneCase(const LaneCase& c) {
         in[r][i] = static_cast<int32_t>((i * 7 + r * 13 + replay * 5) % 1001);
         mid[r][i] = out[r][i] = -1;
       }
-    ASSERT_TRUE(runLanes(lanes, c.threads)) << c.name << " replay " << replay;
+    ASSERT_TRUE(runLanes(lanes, c.threads, c.localBytes)) << c.name << " replay " << replay;
+    for (int r = 0; r < c.n && c.localBytes >= dev::kLocalPlanBytes; ++r)
+      for (const dev::Plan& p : lanes[r].plans)
+        for (uint32_t s = 0; s < p.nsteps; ++s)  // run from local copies: the images are never written
+          ASSERT_EQ(p.state[s].finishedRounds, 0u) << c.name;
     uint32_t direct = 0;
     for (int r = 0; r < c.n; ++r) direct += dev::laneOutcome(lanes[r].results.data(), lanes[r].launch.blocks).directMessages;
     if (c.direct) {
@@ -292,6 +300,8 @@ TEST(DeviceLanes, BlocksRunTheChannelsOfAPlanSideBySide) {
 
 TEST(DeviceLanes, ReplaysRestartEveryBlockAndZeroCopyWorksPerPart) {
   runLaneCase({"ring", 3, 4, 16, 2, /*replays=*/3});
+  runLaneCase({"ring", 3, 4, 16, 2, /*replays=*/3, false, /*localBytes=*/0});     // in place: restarted images
+  runLaneCase({"direct", 4, 2, 16, 1, /*replays=*/2, false, /*localBytes=*/1024});  // some plans fit, some not
   runLaneCase({"recursive_doubling", 4, 3, 16, 1, /*replays=*/2, /*direct=*/true});
   runLaneCase({"ring", 2, 4, 16, 2, /*replays=*/1, /*direct=*/true});
 }
@@ -317,6 +327,9 @@ TEST(DeviceLanes, ABlockThatFailsStopsItsSiblings) {
   lanes[0].launch.stallNs = 0;  // only the failed sibling can stop the others
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(runLanes(lanes, 2));
+  uint32_t reported = 0;  // the failing block's plan ran from a local copy: its failure reaches the image
+  for (const dev::Plan& p : lanes[0].plans) reported += p.failure.code == dev::kWrongTag;
+  EXPECT_EQ(reported, 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   const dev::LaneOutcome o = dev::laneOutcome(lanes[0].results.data(), 4);
   EXPECT_EQ(o.state, 2u);
