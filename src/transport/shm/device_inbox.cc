@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "common/log.h"
 #include "device/cuda_driver.h"
@@ -45,7 +46,8 @@ bool parse(const std::string& text, Parsed* out) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceInbox>> DeviceInbox::create(size_t bytes, int pid, uint64_t processCookie) {
+Result<std::unique_ptr<DeviceInbox>> DeviceInbox::create(size_t bytes, size_t zeroFrom, int pid,
+                                                         uint64_t processCookie) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) return invalidUsage("the CUDA driver is not loaded");
   if (!cuda->hasIpc()) return invalidUsage("the CUDA driver has no IPC entry points");
@@ -56,6 +58,11 @@ Result<std::unique_ptr<DeviceInbox>> DeviceInbox::create(size_t bytes, int pid, 
   TH_ASSIGN(p, cuda->alloc(bytes));
   in->base_ = static_cast<char*>(p);
   in->device_ = dev;
+  if (zeroFrom < bytes) {  // at set-up, before any peer learns of the area
+    const std::vector<char> zeros(bytes - zeroFrom, 0);
+    TH_CHECK(cuda->copyToDeviceOn(in->base_ + zeroFrom, zeros.data(), zeros.size(), nullptr));
+    TH_CHECK(cuda->synchronize(nullptr).withContext("zeroing device FIFO control blocks"));
+  }
   in->pid_ = pid;
   in->cookie_ = processCookie;
   device::CudaDriver::IpcHandle h;

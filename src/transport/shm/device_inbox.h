@@ -1,11 +1,14 @@
 // DeviceInbox: the data areas of a rank's device FIFOs in GPU memory, shared
 // with its local peers through CUDA IPC.
 //
-// The device FIFOs (ShmBackend, Role::kDeviceFifos) keep their control blocks
-// and slot headers in the shared-memory inbox (pinned, mapped: both kernels
-// and host threads read them), but their payload slots move here: one
-// cuMemAlloc of the inbox's data geometry (FIFO k at k * dataStride) on the
-// rank's device. A sender's kernel writes a slice straight into the
+// A device FIFO whose pair agreed on device slots (below) lives here whole: one
+// cuMemAlloc on the rank's device holds the inbox's data geometry (FIFO k's
+// slots at k * dataStride) and, after it, a control block per FIFO (counters
+// and slot headers at data bytes + k * controlStride, zeroed at creation), so
+// the kernels' flag polls stay in GPU memory instead of crossing PCIe to the
+// shared-memory inbox, which such FIFOs do not use at all. (Device FIFOs to
+// ranks whose area could not be opened keep all of it in the shared-memory
+// inbox, pinned and mapped.) A sender's kernel writes a slice straight into the
 // receiver's GPU memory (a peer write over NVLink/PCIe P2P, or within one GPU
 // for ranks sharing it) and the receiver's kernel reads and reduces it from
 // its own HBM, instead of both crossing PCIe to host memory.
@@ -35,10 +38,11 @@ namespace theseus::transport {
 
 class DeviceInbox {
  public:
-  // Allocates `bytes` on the calling thread's current CUDA device and exports
+  // Allocates `bytes` on the calling thread's current CUDA device, zeroes
+  // [zeroFrom, bytes) (the control blocks: counters start at 0) and exports
   // it. An error when CUDA, a current device or IPC is missing (the caller then
   // keeps host slots).
-  static Result<std::unique_ptr<DeviceInbox>> create(size_t bytes, int pid, uint64_t processCookie);
+  static Result<std::unique_ptr<DeviceInbox>> create(size_t bytes, size_t zeroFrom, int pid, uint64_t processCookie);
   ~DeviceInbox();
   DeviceInbox(const DeviceInbox&) = delete;
   DeviceInbox& operator=(const DeviceInbox&) = delete;

@@ -140,7 +140,8 @@ Status ShmBackend::setUp() {
     }
   }
   if (offerShm && slotsOnDevice_) {
-    auto d = DeviceInbox::create(domain_->dataAreaBytes(-1), getpid(), processCookie());
+    auto d = DeviceInbox::create(domain_->deviceInboxBytes(-1), domain_->dataAreaBytes(-1), getpid(),
+                                 processCookie());
     if (d.isOk())
       deviceInbox_ = d.take();
     else
@@ -211,7 +212,7 @@ Status ShmBackend::mapPeers(const std::vector<PeerSetup>& all) {
     if (!s.isOk()) TH_WARN("cannot map rank %d's shared-memory inbox, using TCP with it: %s", r, s.message().c_str());
     bool deviceOk = false;
     if (s.isOk() && deviceInbox_ != nullptr && !all[r].deviceInbox.empty()) {
-      Status d = deviceInbox_->openPeer(r, all[r].deviceInbox, domain_->dataAreaBytes(r));
+      Status d = deviceInbox_->openPeer(r, all[r].deviceInbox, domain_->deviceInboxBytes(r));
       deviceOk = d.isOk();
       if (!deviceOk)
         TH_WARN("device FIFOs to rank %d keep their slots in host memory: %s", r, d.message().c_str());
@@ -295,15 +296,20 @@ Result<DeviceFifo> ShmBackend::deviceFifo(int peer, int channel, bool send) {
   f.slots = v.slots;
   f.slotBytes = v.slotBytes;
   f.memory = device::MemoryKind::kHost;
+  std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
   if (onDevice) {
+    // The whole FIFO in the receiver's GPU memory: slots, and after the data areas its control block (counters
+    // and slot headers), so the flags the kernels poll never cross PCIe. Nothing of the host inbox is used
+    // (its data pages are never allocated, nothing needs registering).
     char* area = send ? deviceInbox_->peerBase(peer) : deviceInbox_->base();
     f.data = area + v.areaOffset;
+    char* control = area + domain_->dataAreaBytes(send ? peer : -1) + v.controlAreaOffset;
+    f.control = control;
+    f.headers = control + sizeof(shm::FifoControl);
     f.memory = device::MemoryKind::kDevice;
+    f.segmentBase = nullptr;
+    f.segmentBytes = 0;
   }
-  std::tie(f.segmentBase, f.segmentBytes) = domain_->segmentOf(peer, send);
-  // Slots in GPU memory: the kernels reach only the control area (counters, headers) of the inbox, so only
-  // that much is registered (pinned); the host data pages are never allocated.
-  if (onDevice) f.segmentBytes = std::min(f.segmentBytes, v.dataOffset - v.areaOffset);
   if (directOnDevice_[peer]) {
     if (send) f.directAcks = deviceExports_->acksFrom(peer);
     else f.directImports = deviceExports_->importsOf(peer);

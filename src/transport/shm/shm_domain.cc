@@ -177,6 +177,12 @@ size_t ShmDomain::dataAreaBytes(int peer) const {
   return p != nullptr ? static_cast<size_t>(params_.nLocal) * p->nChannels * p->dataStride : 0;
 }
 
+size_t ShmDomain::deviceInboxBytes(int peer) const {
+  if (peer < 0) return dataAreaBytes(-1) + static_cast<size_t>(params_.nLocal) * params_.nChannels * controlStride_;
+  Peer* p = findPeer(peer);
+  return p != nullptr ? dataAreaBytes(peer) + static_cast<size_t>(params_.nLocal) * p->nChannels * p->controlStride : 0;
+}
+
 std::pair<void*, size_t> ShmDomain::segmentOf(int peer, bool send) const {
   if (!send) return {inbox_->base(), inbox_->size()};
   Peer* p = findPeer(peer);

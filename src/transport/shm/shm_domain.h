@@ -79,6 +79,8 @@ class ShmDomain {
   // Bytes of the FIFO data area of `peer`'s inbox, or of this rank's own for -1
   // (the geometry of a device inbox, device_inbox.h).
   size_t dataAreaBytes(int peer) const;
+  // A device inbox's bytes: the data area, then a control block per FIFO (FifoView::controlAreaOffset).
+  size_t deviceInboxBytes(int peer) const;
   // The mapping holding the FIFOs to `peer` (its inbox) or from it (this rank's inbox).
   std::pair<void*, size_t> segmentOf(int peer, bool send) const;
   Result<std::unique_ptr<RecvConnection>> connectRecv(int peer, int channel, ConnectionCounters* counters,

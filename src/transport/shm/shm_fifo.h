@@ -42,6 +42,7 @@ struct FifoView {
   uint64_t slotBytes;
   size_t dataOffset;  // within its segment, for reserve()
   size_t areaOffset;  // within the inbox's data area (FIFO index * data stride): device_inbox.h keeps that geometry
+  size_t controlAreaOffset;  // FIFO index * control stride: where a device inbox keeps its control block
   size_t dataBytes;
   void* syncKey;      // see tsanKey()
 };
@@ -53,6 +54,7 @@ inline FifoView fifoAt(char* base, uint64_t controlOffset, uint64_t controlStrid
   v.ctl = reinterpret_cast<FifoControl*>(ctl);
   v.headers = reinterpret_cast<SlotHeader*>(ctl + sizeof(FifoControl));
   v.areaOffset = index * dataStride;
+  v.controlAreaOffset = index * controlStride;
   v.dataOffset = dataOffset + v.areaOffset;
   v.data = base + v.dataOffset;
   v.slots = slots;
