@@ -79,20 +79,29 @@ if [[ $build_ok -eq 0 ]]; then
   # the kernels of two processes time-slice the GPU (each waits ~2.5 ms for its peer's slice: the first H200 run),
   # so two ranks run here as threads of one process (one context, kernels side by side); two processes run in the
   # mps phase below (or here, time-sliced, where MPS cannot start).
-  # label executor P2P_DISABLE -R procs threads collectives
+  # label executor P2P_DISABLE -R procs threads collectives extra-environment (comma-separated, - for none).
+  # The cuda-1block and tuning rows run in the same script as the default rows, so their ratios compare: one
+  # block per lane (as before channels got blocks of their own), 16 channels, 512 KiB slices (NCCL's simple
+  # protocol geometry: 4 MiB per connection in 8 steps).
   phase roofline 150 bash -c "
     $BUILD/bin/d2d_bandwidth $((256 << 20)) &&
-    while read -r label exe p2p reg np nt colls; do
+    while read -r label exe p2p reg np nt colls extra; do
       [[ \$np == 2 && \$exe == cuda && \$HAVE_MPS == 1 && \$MPS_ON == 0 ]] && continue
+      [[ \$extra == - ]] && extra=
       for coll in \${colls//,/ }; do
-      THESEUS_DEVICE_EXECUTOR=\$exe NCCL_P2P_DISABLE=\$p2p $RUN -np \$np --timeout 40 -- $BUILD/bin/\${coll}_perf \
-        -b 256M -e 256M -d bfloat16 -n 5 -w 2 -R \$reg -t \$nt | grep -E '^ +[0-9]+ ' | sed \"s/^/\$label \$coll: /\"
-    done; done <<< 'staging off 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv
-cuda-1rank cuda 0 0 1 1 all_reduce
-cuda-threads cuda 0 0 1 2 all_reduce,all_gather,reduce_scatter,sendrecv
-cuda-threads-registered cuda 0 1 1 2 all_reduce,all_gather,reduce_scatter,sendrecv
-cuda cuda 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv
-cuda-registered cuda 0 1 2 1 all_reduce,sendrecv'"
+      env \${extra//,/ } THESEUS_DEVICE_EXECUTOR=\$exe NCCL_P2P_DISABLE=\$p2p $RUN -np \$np --timeout 40 -- \
+        $BUILD/bin/\${coll}_perf -b 256M -e 256M -d bfloat16 -n 5 -w 2 -R \$reg -t \$nt |
+        grep -E '^ +[0-9]+ ' | sed \"s/^/\$label \$coll: /\"
+    done; done <<< 'staging off 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv -
+cuda-1rank cuda 0 0 1 1 all_reduce -
+cuda-threads cuda 0 0 1 2 all_reduce,all_gather,reduce_scatter,sendrecv -
+cuda-threads-registered cuda 0 1 1 2 all_reduce,all_gather,reduce_scatter,sendrecv -
+cuda cuda 0 0 2 1 all_reduce,all_gather,reduce_scatter,sendrecv -
+cuda-1block cuda 0 0 2 1 all_reduce THESEUS_DEVICE_BLOCKS=1
+cuda-16ch cuda 0 0 2 1 all_reduce THESEUS_DEVICE_CHANNELS=16,THESEUS_MAX_CHANNELS=16
+cuda-512k cuda 0 0 2 1 all_reduce THESEUS_SLICE_BYTES=524288,THESEUS_SHM_SLOT_BYTES=524288,THESEUS_SOCKET_SLOT_BYTES=524288
+cuda-16ch-512k cuda 0 0 2 1 all_reduce THESEUS_DEVICE_CHANNELS=16,THESEUS_MAX_CHANNELS=16,THESEUS_SLICE_BYTES=524288,THESEUS_SHM_SLOT_BYTES=524288,THESEUS_SOCKET_SLOT_BYTES=524288
+cuda-registered cuda 0 1 2 1 all_reduce,sendrecv -'"
   save_logs
 
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
