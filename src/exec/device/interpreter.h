@@ -327,6 +327,16 @@ TH_HD inline bool finishRound(Plan& p, uint32_t s) {
   if (run.round >= p.rounds || run.piece < piecesPerRound(p, st)) return false;
   for (uint32_t i = st.predBegin; i < st.predEnd; ++i)
     if (p.state[p.preds[i]].finishedRounds <= run.round) return false;
+  if (st.inConn < 0 && st.outConn < 0 && piecesPerRound(p, st) == 0) {
+    // Nothing to move and no turns to take (a copy onto itself): every round its predecessors finished ends now.
+    uint32_t upTo = p.rounds;
+    for (uint32_t i = st.predBegin; i < st.predEnd; ++i)
+      upTo = p.state[p.preds[i]].finishedRounds < upTo ? p.state[p.preds[i]].finishedRounds : upTo;
+    run.round = run.finishedRounds = upTo;
+    if (upTo == p.rounds) --p.remaining;
+    run.piece = run.received = 0;
+    return true;
+  }
   // A round without pieces (a zero-byte step) still takes its turns.
   const bool inTurn = st.inConn >= 0 && !run.inAdvanced && myTurn(p.cursors[st.inConn], run.round, st.inPos);
   const bool outTurn = st.outConn >= 0 && myTurn(p.cursors[st.outConn], run.round, st.outPos);

@@ -157,6 +157,67 @@ TEST(DeviceInterpreter, RestartedPlansReplayLikeACapturedGraph) {
   runAllreduce("recursive_doubling", 4, 2000, 3, deferred, 512, 3, &scalar);
 }
 
+// One rank: the program is one copy from input to output (kept in place, where a scale may need it). The
+// lowering drops what changes nothing: an unscaled copy onto itself has no pieces (done in one pass, not one
+// visit per slice), and an average over one rank (a PreMulSum by 1) scales nothing; a real scale still runs.
+TEST(DeviceLowering, WhatChangesNothingOnOneRankMovesNothing) {
+  FifoWorld world(1, 2, 1024);
+  FifoManager m(&world, 0);
+  const size_t count = 100000;
+  static float two = 2.0f;
+  struct Case {
+    const char* what;
+    Reduction red;
+    bool inPlace;
+    bool moves;   // the copy step keeps its pieces
+    bool scales;  // ... and scales
+    float factor;
+  };
+  const Case cases[] = {
+      {"sum in place", builtinReduction(ncclSum, ncclFloat32, 1).value(), true, false, false, 1.0f},
+      {"avg in place", builtinReduction(ncclAvg, ncclFloat32, 1).value(), true, false, false, 1.0f},
+      {"avg out of place", builtinReduction(ncclAvg, ncclFloat32, 1).value(), false, true, false, 1.0f},
+      {"premulsum 2 in place", preMulSumReduction(ncclFloat32, &two).value(), true, true, true, 2.0f},
+      {"sum out of place", builtinReduction(ncclSum, ncclFloat32, 1).value(), false, true, false, 1.0f},
+  };
+  for (const Case& c : cases) {
+    schedule::GenerateRequest req;
+    req.collective = Collective::kAllReduce;
+    req.nranks = 1;
+    req.inPlace = c.inPlace;
+    auto prog = schedule::generateBuiltin("ring", req);
+    ASSERT_TRUE(prog.isOk());
+    auto analysis = schedule::analyzeRank(prog.value(), 0);
+    auto t = buildRankTemplate(prog.value(), 0, analysis.value());
+    ASSERT_TRUE(t.isOk());
+    std::vector<float> in(count), out(count, -1.0f);
+    for (size_t i = 0; i < count; ++i) in[i] = float(i % 101);
+    if (c.inPlace) out = in;
+    CallBuffers b;
+    b.input = reinterpret_cast<const char*>(c.inPlace ? out.data() : in.data());
+    b.output = reinterpret_cast<char*>(out.data());
+    b.unitElems = count;
+    b.elemBytes = sizeof(float);
+    Plan plan;
+    plan.transports = &m;
+    plan.sliceBytes = 1024;
+    lowerTemplate(*t.value(), b, c.red, plan);
+    plan.reduction = c.red;
+    dev::LoweredPlan lp;
+    ASSERT_TRUE(dev::lowerForDevice(plan, &lp).isOk());
+    ASSERT_EQ(lp.steps.size(), 1u) << c.what;
+    EXPECT_EQ(lp.steps[0].nchunks > 0, c.moves) << c.what;
+    EXPECT_EQ(lp.steps[0].scaleSrc != 0, c.scales) << c.what;
+    dev::SoloTeam team;
+    int polls = 1;
+    while (dev::pollPlan(lp.plan, team) != dev::Poll::kDone) ASSERT_LT(++polls, 100000) << c.what;
+    if (!c.moves) {
+      EXPECT_EQ(polls, 1) << c.what;
+    }
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], c.factor * float(i % 101)) << c.what << " element " << i;
+  }
+}
+
 // A send from rank 0 to rank 1 of `bytes` at `src`, and rank 1's receive into `dst`.
 PlanStep sendStep(const void* src, size_t bytes) {
   PlanStep st;
