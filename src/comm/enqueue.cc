@@ -35,8 +35,10 @@ Status classifyMemory(std::vector<CommOps>& work) {
   for (auto& w : work) {
     const int n = w.comm->nranks();
     for (auto& op : w.ops) {
-      op.sendMemory = cuda->memoryKind(op.sendbuff);
-      op.recvMemory = op.recvbuff == op.sendbuff ? op.sendMemory : cuda->memoryKind(op.recvbuff);
+      const device::CudaDriver::MemoryInfo send = cuda->memoryInfo(op.sendbuff);
+      const device::CudaDriver::MemoryInfo recv = op.recvbuff == op.sendbuff ? send : cuda->memoryInfo(op.recvbuff);
+      op.sendMemory = send.kind;
+      op.recvMemory = recv.kind;
       const size_t esz = exec::typeSize(op.type);
       const bool coll = op.kind == OpDesc::Kind::kCollective;
       const size_t sendBytes = op.count * esz * (coll ? schedule::inputBlocks(op.collective, n) : 1);
@@ -45,16 +47,17 @@ Status classifyMemory(std::vector<CommOps>& work) {
         const void* p;
         size_t bytes;
         device::MemoryKind kind;
+        int device;
         const char* name;
       };
-      const Buf bufs[] = {{op.sendbuff, sendBytes, op.sendMemory, "sendbuff"},
-                          {op.recvbuff, recvBytes, op.recvMemory, "recvbuff"}};
+      const Buf bufs[] = {{op.sendbuff, sendBytes, send.kind, send.device, "sendbuff"},
+                          {op.recvbuff, recvBytes, recv.kind, recv.device, "recvbuff"}};
       for (const Buf& b : bufs) {
         if (b.p == nullptr || b.bytes == 0) continue;
         if (b.kind == device::MemoryKind::kHost) pageable = &op;
         if (b.kind != device::MemoryKind::kDevice) continue;
         onDevice = &op;
-        const int dev = cuda->deviceOf(b.p);
+        const int dev = b.device;
         if (w.comm->cudaDev() >= 0 && dev >= 0 && dev != w.comm->cudaDev())
           return invalidArgument("%s %p is memory of CUDA device %d, but the communicator (rank %d) belongs to device %d",
                                  b.name, b.p, dev, w.comm->rank(), w.comm->cudaDev());

@@ -53,8 +53,7 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
   probe.inPlace = req.inPlace;
   probe.params = chosen.params;
   probe.hostOf = settings_.hostOf;
-  if (policy::scheduleServesRequest(chosen.schedule, probe))
-    return {chosen.schedule, deviceParams(chosen.schedule, chosen.params, req)};
+  if (policy::scheduleServesRequest(chosen.schedule, probe)) return {chosen.schedule, chosen.params};
   // A fixed program for another layout or root only: the static choice runs this call.
   policy::Choice fallback = policy::staticChoice(shape, filter);
   std::lock_guard<std::mutex> lock(loggedMu_);
@@ -64,7 +63,7 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
             chosen.schedule.c_str(), schedule::collectiveName(req.collective), settings_.nranks,
             schedule::isRooted(req.collective) ? (" root=" + std::to_string(req.root)).c_str() : "",
             req.inPlace ? "in place" : "out of place", fallback.schedule.c_str());
-  return {fallback.schedule, deviceParams(fallback.schedule, fallback.params, req)};
+  return {fallback.schedule, fallback.params};
 }
 
 // The device executor runs a plan's independent channels on thread blocks side
@@ -94,11 +93,18 @@ Result<TemplateMemo::Entry> TemplateMemo::build(const policy::DecisionTable& tab
   gen.nranks = settings_.nranks;
   gen.root = req.root;
   gen.inPlace = req.inPlace;
-  gen.params = params;
+  gen.params = deviceParams(name, params, req);
   gen.hostOf = settings_.hostOf;
   gen.onlyRank = settings_.rank;
   Entry e;
   TH_ASSIGN(e.program, programCache().get(schedule::ProgramKey::make(name, gen)));
+  // Device channels multiply into a schedule's own (a double binary tree has two per channel): fewer until the
+  // program fits THESEUS_MAX_CHANNELS (the same on every rank), never below the decision's own.
+  while (gen.params.channels > params.channels && e.program->program.nchannels > static_cast<uint32_t>(settings_.maxChannels)) {
+    gen.params.channels = std::max(params.channels, gen.params.channels * settings_.maxChannels /
+                                                        static_cast<int>(e.program->program.nchannels));
+    TH_ASSIGN(e.program, programCache().get(schedule::ProgramKey::make(name, gen)));
+  }
   const schedule::Program& prog = e.program->program;
   if (prog.nchannels > static_cast<uint32_t>(settings_.maxChannels))
     return invalidUsage("schedule %s needs %u channels but THESEUS_MAX_CHANNELS is %d", prog.name.c_str(),

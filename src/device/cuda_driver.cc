@@ -27,6 +27,7 @@ struct DriverLoader {
     auto* d = new CudaDriver();
     d->init_ = dlsym(h, "cuInit");
     d->pointerGetAttribute_ = dlsym(h, "cuPointerGetAttribute");
+    d->pointerGetAttributes_ = dlsym(h, "cuPointerGetAttributes");
     d->memcpyDtoH_ = dlsym(h, "cuMemcpyDtoH_v2");
     d->memcpyHtoDAsync_ = dlsym(h, "cuMemcpyHtoDAsync_v2");
     d->streamSynchronize_ = dlsym(h, "cuStreamSynchronize");
@@ -120,6 +121,31 @@ MemoryKind CudaDriver::memoryKind(const void* p) const {
   if (type == kMemTypeDevice || type == kMemTypeArray) return MemoryKind::kDevice;
   // Managed (unified) memory is host-accessible; page-locked host memory is what the driver reports as host.
   return type == kMemTypeHost ? MemoryKind::kHostPinned : MemoryKind::kHost;
+}
+
+// MEMORY_TYPE 0 (what cuPointerGetAttributes reports for memory CUDA does not know, where the singular query
+// fails) and managed memory are host memory; page-locked memory is what the driver reports as host.
+CudaDriver::MemoryInfo CudaDriver::memoryInfo(const void* p) const {
+  MemoryInfo info;
+  if (p == nullptr) return info;
+  if (pointerGetAttributes_ == nullptr) {
+    info.kind = memoryKind(p);
+    if (info.kind == MemoryKind::kDevice) info.device = deviceOf(p);
+    return info;
+  }
+  unsigned type = 0;
+  int ordinal = -1;
+  int attributes[] = {kAttrMemoryType, kAttrDeviceOrdinal};
+  void* data[] = {&type, &ordinal};
+  auto fn = reinterpret_cast<CuResult (*)(unsigned, int*, void**, CuDevicePtr)>(pointerGetAttributes_);
+  if (fn(2, attributes, data, reinterpret_cast<CuDevicePtr>(p)) != 0) return info;
+  if (type == kMemTypeDevice || type == kMemTypeArray) {
+    info.kind = MemoryKind::kDevice;
+    info.device = ordinal;
+  } else if (type == kMemTypeHost) {
+    info.kind = MemoryKind::kHostPinned;
+  }
+  return info;
 }
 
 int CudaDriver::deviceOf(const void* p) const {

@@ -36,6 +36,12 @@ class CudaDriver {
   MemoryKind memoryKind(const void* p) const;
   // The CUDA device whose memory `p` is, or -1 when it is not device memory.
   int deviceOf(const void* p) const;
+  // Both at once (one cuPointerGetAttributes on the enqueue path instead of three singular queries).
+  struct MemoryInfo {
+    MemoryKind kind = MemoryKind::kHost;
+    int device = -1;  // for kDevice
+  };
+  MemoryInfo memoryInfo(const void* p) const;
   // True when `stream` belongs to the calling thread's current context (the
   // legacy and per-thread default streams always do).
   bool streamInCurrentContext(cudaStream_t stream) const;
@@ -98,7 +104,7 @@ class CudaDriver {
      streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,
      ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr,
      memGetAddressRange_ = nullptr, streamGetDevice_ = nullptr, deviceCanAccessPeer_ = nullptr,
-     ctxEnablePeerAccess_ = nullptr;
+     ctxEnablePeerAccess_ = nullptr, pointerGetAttributes_ = nullptr;
   Result<void*> primaryContext(int dev) const;
   friend struct DriverLoader;
 };

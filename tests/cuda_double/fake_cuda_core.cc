@@ -172,9 +172,11 @@ cudaError_t& lastError() {
 
 namespace {
 std::atomic<uint64_t> gSynchronizations{0};
+std::atomic<uint64_t> gEventQueries{0};
 }  // namespace
 
 void countSynchronization() { gSynchronizations.fetch_add(1, std::memory_order_relaxed); }
+void countEventQuery() { gEventQueries.fetch_add(1, std::memory_order_relaxed); }
 
 // ---- stream work ----
 
@@ -408,4 +410,8 @@ extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBloc
 
 extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaSynchronizations() {
   return fakecuda::gSynchronizations.load(std::memory_order_relaxed);
+}
+
+extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaEventQueries() {
+  return fakecuda::gEventQueries.load(std::memory_order_relaxed);
 }

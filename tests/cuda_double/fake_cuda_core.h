@@ -156,6 +156,7 @@ void destroyGraph(Graph* g);
 // Calls that wait for the device (stream, event and device synchronisations, synchronous copies):
 // counted for fakeCudaSynchronizations().
 void countSynchronization();
+void countEventQuery();  // cudaEventQuery calls (fakeCudaEventQueries)
 
 cudaError_t& lastError();  // thread-local, for cudaGetLastError
 inline cudaError_t fail(cudaError_t e) {

@@ -46,6 +46,27 @@ FAKE_API int cuPointerGetAttribute(void* data, int attribute, unsigned long long
   }
 }
 
+// Unlike the singular query, memory CUDA does not know is no error: its attributes read as zero (MEMORY_TYPE 0)
+// and -2 for the device ordinal, as the driver documents.
+FAKE_API int cuPointerGetAttributes(unsigned count, int* attributes, void** data, unsigned long long ptr) {
+  fakecuda::Allocation a;
+  const bool known = fakecuda::findAllocation(reinterpret_cast<const void*>(ptr), &a);
+  for (unsigned i = 0; i < count; ++i) {
+    switch (attributes[i]) {
+      case kAttrMemoryType:
+        *static_cast<unsigned*>(data[i]) =
+            !known ? 0u : static_cast<unsigned>(a.kind == fakecuda::Kind::kDevice ? kMemTypeDevice : kMemTypeHost);
+        break;
+      case kAttrDeviceOrdinal:
+        *static_cast<int*>(data[i]) = known ? a.device : -2;
+        break;
+      default:
+        return kInvalidValue;
+    }
+  }
+  return kSuccess;
+}
+
 FAKE_API int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
   if (int e = unsafe(); e != kSuccess) return e;
   fakecuda::drainAll();

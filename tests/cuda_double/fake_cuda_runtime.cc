@@ -220,6 +220,7 @@ FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (cudaError_t err = unsafe(); err != cudaSuccess) return fail(err);
+  fakecuda::countEventQuery();
   std::lock_guard<std::mutex> lock(e->mu);
   return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
 }

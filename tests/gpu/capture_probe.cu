@@ -59,6 +59,13 @@ int main() {
   } queries[] = {
       {"cuPointerGetAttribute(type)", [&] { unsigned t; return cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr); }},
       {"cuPointerGetAttribute(dev)", [&] { int d; return cuPointerGetAttribute(&d, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr); }},
+      {"cuPointerGetAttributes(type, dev)", [&] {
+         unsigned t;
+         int d;
+         CUpointer_attribute a[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+         void* data[] = {&t, &d};
+         return cuPointerGetAttributes(2, a, data, ptr);
+       }},
       {"cuMemGetAddressRange", [&] { CUdeviceptr b; size_t n; return cuMemGetAddressRange(&b, &n, ptr + 64); }},
       {"cuStreamGetDevice", [&] { CUdevice d; return cuStreamGetDevice(s, &d); }},
       {"cuStreamGetCtx", [&] { CUcontext c; return cuStreamGetCtx(s, &c); }},

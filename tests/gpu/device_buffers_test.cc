@@ -71,6 +71,7 @@ void operator delete[](void* p, size_t) noexcept { free(p); }
 
 // The CUDA test double counts the calls that wait for the device; absent on a real GPU.
 extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
+extern "C" __attribute__((weak)) uint64_t fakeCudaEventQueries();
 
 THESEUS_RANK_FN(device_collectives) {
   OPEN_DEVICE_RANK(stream, comm);
@@ -497,26 +498,32 @@ THESEUS_RANK_FN(warm_enqueue) {
     for (int i = 0; i < 16; ++i) RANK_NCCL(shape.enqueue());  // warm: slots, images, connections
     CUDA_OK(cudaStreamSynchronize(stream));
     long allocations = 0;
-    uint64_t syncs = 0;
+    uint64_t syncs = 0, queries = 0;
     double cpuUs = 0;
     const int batches = 25, perBatch = 8;
     for (int k = 0; k < batches; ++k) {
       const long a0 = tAllocations;
       const uint64_t s0 = fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0;
+      const uint64_t q0 = fakeCudaEventQueries ? fakeCudaEventQueries() : 0;
       const double t0 = threadCpuUs();
       for (int i = 0; i < perBatch; ++i) RANK_NCCL(shape.enqueue());
       cpuUs += threadCpuUs() - t0;
       syncs += (fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0) - s0;
+      queries += (fakeCudaEventQueries ? fakeCudaEventQueries() : 0) - q0;
       allocations += tAllocations - a0;
       CUDA_OK(cudaStreamSynchronize(stream));
     }
     if (ctx.rank == 0 || allocations != 0 || syncs != 0)
-      printf("[warm_enqueue] %d ranks, %s: %.2f us host CPU per enqueue, %ld allocations, %llu synchronisations in "
-             "%d enqueues\n",
+      printf("[warm_enqueue] %d ranks, %s: %.2f us host CPU per enqueue, %ld allocations, %llu synchronisations, "
+             "%.2f event queries per enqueue in %d enqueues\n",
              n, shape.name, cpuUs / (batches * perBatch), allocations, static_cast<unsigned long long>(syncs),
-             batches * perBatch);
+             double(queries) / (batches * perBatch), batches * perBatch);
     RANK_CHECK(allocations == 0);
     RANK_CHECK(syncs == 0);
+    // Earlier groups are collected oldest first up to the first still running: not one query per group in flight.
+    // (At most one query that finds a group done per group, and one that finds one running per enqueue, plus the
+    // groups in flight before the window.)
+    RANK_CHECK(queries <= 2 * static_cast<uint64_t>(batches * perBatch) + 8);
   }
   for (float* p : {small, a, b}) CUDA_OK(cudaFree(p));
   RANK_NCCL(ncclCommDestroy(comm));

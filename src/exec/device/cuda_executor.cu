@@ -68,10 +68,10 @@ Status cudaCheck(cudaError_t e, const char* what) {
 // host slots in a segment first registered for its control area) registers
 // the rest as a range of its own, never re-registering what kernels may use.
 Status registerForDevice(void* base, size_t bytes) {
+  if (base == nullptr || bytes == 0) return Status::ok();  // nothing in host memory (FIFOs wholly on the device)
   static std::mutex mu;
   static std::map<void*, size_t> registered;  // base -> bytes registered from it
   std::lock_guard<std::mutex> lock(mu);
-  if (base == nullptr || bytes == 0) return Status::ok();
   size_t& have = registered[base];
   if (bytes <= have) return Status::ok();
   cudaError_t e = cudaHostRegister(static_cast<char*>(base) + have, bytes - have,
@@ -196,6 +196,9 @@ struct CommState {
   bool saidZeroCopy = false;  // the first eager group whose messages peers read in place was logged
 };
 
+// The most slots (groups in flight) the executor keeps; past that a thread waits for its own oldest.
+constexpr size_t kMaxSlots = 64;
+
 // A plan that makes no progress for this long after a peer of its communicator failed stops (the
 // host engine's rule for a failed peer it cannot tell the plan waits on).
 constexpr uint64_t kPeerFailedIdleNs = 1000000000;
@@ -239,6 +242,7 @@ class CudaExecutor final : public Executor {
 
  private:
   Status collect(Slot& slot, bool wait);
+  void collectFinished();
   Result<CommState*> commOf(const Plan& p);
   Result<Slot*> freeSlot(std::unique_lock<std::mutex>& lock);
   Result<CaptureOf> captureOf(std::vector<Lane>& lanes);
@@ -252,6 +256,7 @@ class CudaExecutor final : public Executor {
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t launches_ = 0;
   size_t next_ = 0;  // where freeSlot's search starts: slots are used in turn, so warming up warms them all
+  std::vector<Slot*> busy_;  // collectFinished(): the slots in flight, oldest first (storage reused)
   std::map<const AbortFlag*, CommState> comms_;
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::SplitPlan>> lowered_;  // per lane and plan, reused by every run()
@@ -321,6 +326,32 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
   return Status::ok();
 }
 
+// Collects the earlier groups that finished, oldest first. A stream runs its
+// kernels in order, so with one stream per communicator (the common case) the
+// first group still running ends the search: one event query per group rather
+// than one per slot in flight (eight or more, each a driver call on the enqueue
+// path). While no slot is free every busy one is asked, since groups on other
+// streams may have finished before older ones.
+void CudaExecutor::collectFinished() {
+  size_t free = 0;
+  if (busy_.capacity() < kMaxSlots) busy_.reserve(kMaxSlots);  // once: a warm enqueue allocates nothing
+  busy_.clear();
+  for (auto& s : slots_) {
+    if (s->claimed) continue;
+    if (s->busy) busy_.push_back(s.get());
+    else ++free;
+  }
+  std::sort(busy_.begin(), busy_.end(), [](const Slot* a, const Slot* b) { return a->launched < b->launched; });
+  for (Slot* s : busy_) {
+    const Status st = collect(*s, /*wait=*/false);
+    if (st.code() == ncclInProgress) {
+      if (free > 0) break;
+      continue;
+    }
+    if (st.isOk()) ++free;
+  }
+}
+
 // Frees the images of graphs destroyed since the last run() and records the
 // failures of replays (read without synchronising: a replay still running
 // shows state 0).
@@ -370,7 +401,7 @@ Result<CommState*> CudaExecutor::commOf(const Plan& p) {
 // and free ones are taken in turn, so a warm-up of 16 groups sizes every slot's images and a warm enqueue with
 // up to eight groups in flight allocates nothing (more in flight grow the set once).
 Result<Slot*> CudaExecutor::freeSlot(std::unique_lock<std::mutex>& lock) {
-  constexpr size_t kBaseSlots = 8, kSlots = 64;
+  constexpr size_t kBaseSlots = 8, kSlots = kMaxSlots;
   const std::thread::id me = std::this_thread::get_id();
   auto take = [&](Slot* s) {
     s->owner = me;
@@ -634,8 +665,7 @@ Status CudaExecutor::adoptCapture(Captured* captured, const CaptureOf& capture) 
 Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
   std::unique_lock<std::mutex> lock(mu_);
   RelaxedCaptureMode relaxed;
-  for (auto& s : slots_)
-    if (!s->claimed) (void)collect(*s, /*wait=*/false);  // earlier groups that finished meanwhile
+  collectFinished();
   checkReplays();
   TH_ASSIGN(CaptureOf capture, captureOf(lanes));  // before prepareLanes reads any scalar
   // Registered device buffers local peers exported since the last group: mapped and acked now,
