@@ -33,10 +33,13 @@ struct TemplateMemo::Warm final : epoch::Prepared {
   std::vector<std::pair<Key, Entry>> entries;
 };
 
-TemplateMemo::Key TemplateMemo::keyOf(const policy::DecisionTable& table, uint64_t version, const Request& req) {
-  return Key{version, static_cast<uint8_t>(req.collective), static_cast<uint8_t>(req.inPlace),
-             static_cast<uint8_t>(req.device), static_cast<int16_t>(rangeOf(table, req.collective, req.bytes)),
-             req.root};
+uint8_t TemplateMemo::deviceClass(const Request& req) const {
+  return !req.device ? 0 : req.bytes >= settings_.deviceChannelBytes ? 2 : 1;
+}
+
+TemplateMemo::Key TemplateMemo::keyOf(const policy::DecisionTable& table, uint64_t version, const Request& req) const {
+  return Key{version, static_cast<uint8_t>(req.collective), static_cast<uint8_t>(req.inPlace), deviceClass(req),
+             static_cast<int16_t>(rangeOf(table, req.collective, req.bytes)), req.root};
 }
 
 std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const policy::Decision* d,
@@ -72,13 +75,14 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
 // gets THESEUS_DEVICE_CHANNELS. Every input is equal on all ranks (the
 // decision, the size, the knobs; an operation's buffers are device memory on
 // every rank or on none), so every rank runs the same program. The memo keys
-// device operations apart; the INFO line of a new entry names the program
+// device operations apart, and below and from the threshold apart (one size
+// range of a decision may hold both); the INFO line of a new entry names the program
 // with its parameters ("ring(channels=8)").
 schedule::ScheduleParams TemplateMemo::deviceParams(const std::string& schedule, schedule::ScheduleParams params,
                                                     const Request& req) const {
   const int channels = std::min(settings_.deviceChannels, settings_.maxChannels);
-  if (req.device && channels > 1 && params.channels == 1 && settings_.nranks > 1 &&
-      req.bytes >= settings_.deviceChannelBytes && schedule::isBuiltin(schedule))
+  if (deviceClass(req) == 2 && channels > 1 && params.channels == 1 && settings_.nranks > 1 &&
+      schedule::isBuiltin(schedule))
     params.channels = channels;
   return params;
 }
@@ -133,7 +137,7 @@ Result<const TemplateMemo::Entry*> TemplateMemo::find(const policy::DecisionTabl
     bool seen = false;
     for (const Request& sh : shapes_)
       if (sh.collective == req.collective && sh.root == req.root && sh.inPlace == req.inPlace &&
-          sh.device == req.device &&
+          deviceClass(sh) == key.device &&
           rangeOf(table, req.collective, sh.bytes) == key.range) {
         seen = true;
         break;

@@ -83,7 +83,8 @@ class TemplateMemo {
   static constexpr size_t kMaxShapes = 256;  // request shapes remembered for PREPARE
   struct Key {
     uint64_t version;  // decision table version
-    uint8_t collective, inPlace, device;
+    uint8_t collective, inPlace;
+    uint8_t device;    // 0 host executor; device executor: 1 below Settings::deviceChannelBytes, 2 from it on
     int16_t range;     // DecisionTable::rangeIndex (< 0: the table leaves the collective out; -1 - size class)
     int32_t root;
     bool operator==(const Key&) const = default;
@@ -96,11 +97,13 @@ class TemplateMemo {
   };
   struct Warm;  // epoch::Prepared holding entries built by prepare()
 
-  static Key keyOf(const policy::DecisionTable& table, uint64_t version, const Request& req);
+  Key keyOf(const policy::DecisionTable& table, uint64_t version, const Request& req) const;
   // Builds an entry (either thread: touches no memo state but the log-once set).
   Result<Entry> build(const policy::DecisionTable& table, int range, const Request& req) const;
   // The decision's choice, or the static one when it does not serve the request.
   std::pair<std::string, schedule::ScheduleParams> choose(const policy::Decision* d, const Request& req) const;
+  // Key::device of a request (the size range alone does not say whether it reaches deviceChannelBytes).
+  uint8_t deviceClass(const Request& req) const;
   // The device executor's channels for a built-in choice (see Settings::deviceChannels).
   schedule::ScheduleParams deviceParams(const std::string& schedule, schedule::ScheduleParams params,
                                         const Request& req) const;
