@@ -64,6 +64,8 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
     const PlanStep& h = p.steps[i];
     Step& d = out->steps[i];
     d.op = static_cast<uint8_t>(h.op);
+    d.part = 0;
+    d.parts = 1;
     d.scaleSrc = h.scaleSrc;
     d.scaleDst = h.scaleDst;
     d.hasSrc = h.hasSrc;

@@ -75,6 +75,8 @@ enum : uint8_t {  // schedule::Op values
 struct Step {
   uint8_t op = kOpSend;
   uint8_t scaleSrc = 0, scaleDst = 0, hasSrc = 0, hasDst = 0;
+  // A local step split across blocks (dev_split.h): this copy moves share `part` of `parts` of every piece.
+  uint8_t part = 0, parts = 1;
   int32_t recvPeer = -1, sendPeer = -1;
   int32_t inConn = -1, outConn = -1;
   uint32_t inPos = 0, outPos = 0;
@@ -193,6 +195,12 @@ TH_HD inline Piece pieceOf(const Plan& plan, const Step& step, uint32_t round, u
     if (step.dst != nullptr) p.dst = step.dst + off * esz;
   }
   p.bytes = n * esz;
+  if (step.parts > 1) {  // this copy's share of the piece's elements
+    const size_t first = partStart(n, step.parts, step.part), last = partStart(n, step.parts, step.part + 1u);
+    if (p.src != nullptr) p.src += first * esz;
+    if (p.dst != nullptr) p.dst += first * esz;
+    p.bytes = (last - first) * esz;
+  }
   return p;
 }
 

@@ -14,6 +14,9 @@ const IntKnob kDeviceBlocks("THESEUS_DEVICE_BLOCKS", 16,
 
 constexpr uint32_t kNone = ~0u;
 
+// A local step is cut into copies of at least this many bytes each (below that a block's start costs more).
+constexpr uint64_t kMinSharedStepBytes = 1 << 20;
+
 uint32_t findRoot(std::vector<uint32_t>& root, uint32_t x) {
   while (root[x] != x) {
     root[x] = root[root[x]];
@@ -42,9 +45,14 @@ void buildPart(SplitPlan& sp, uint32_t b, LoweredPlan& out) {
   out.conns.clear();
   // sp.index: a step's (or connection's, offset by nsteps) index in its part.
   for (uint32_t s = 0; s < nsteps; ++s) {
-    if (sp.partOf[findRoot(sp.root, s)] != b) continue;
-    sp.index[s] = static_cast<uint32_t>(out.steps.size());
-    out.steps.push_back(w.steps[s]);
+    const uint32_t first = sp.firstUnit[findRoot(sp.root, s)];
+    for (uint32_t u = first; u < first + sp.units[first].copies; ++u) {
+      if (sp.units[u].part != b) continue;
+      sp.index[s] = static_cast<uint32_t>(out.steps.size());
+      out.steps.push_back(w.steps[s]);
+      out.steps.back().part = static_cast<uint8_t>(sp.units[u].copy);
+      out.steps.back().parts = static_cast<uint8_t>(sp.units[u].copies);
+    }
   }
   for (uint32_t c = 0; c < w.conns.size(); ++c) sp.index[nsteps + c] = kNone;
   for (Step& st : out.steps) {
@@ -87,7 +95,7 @@ void splitPlan(SplitPlan& sp, uint32_t maxParts) {
   sp.count = 1;
   const LoweredPlan& w = sp.whole;
   const uint32_t nsteps = static_cast<uint32_t>(w.steps.size());
-  if (maxParts < 2 || nsteps < 2) return;
+  if (maxParts < 2 || nsteps == 0) return;
 
   // Components of "is a predecessor of" and "uses the same connection".
   sp.root.resize(nsteps);
@@ -103,29 +111,49 @@ void splitPlan(SplitPlan& sp, uint32_t maxParts) {
       else unite(sp.root, s, owner);
     }
   }
-  // Weight per component (at its root), then the components heaviest first.
+  // Weight and size per component (at its root).
   sp.weight.assign(nsteps, 0);
+  sp.size.assign(nsteps, 0);
   uint32_t ncomponents = 0;
   for (uint32_t s = 0; s < nsteps; ++s) {
     const uint32_t r = findRoot(sp.root, s);
-    if (sp.weight[r] == 0) ++ncomponents;
+    if (sp.size[r]++ == 0) ++ncomponents;
     sp.weight[r] += stepWeight(w.plan, w.steps[s]);
   }
-  if (ncomponents < 2) return;
-  const uint32_t nparts = std::min(ncomponents, maxParts);
-  sp.partOf.assign(nsteps, kNone);
-  sp.index.clear();
-  for (uint32_t s = 0; s < nsteps; ++s)
-    if (sp.root[s] == s) sp.index.push_back(s);
-  // (std::sort: stable_sort may allocate, and a warm enqueue allocates nothing.)
+  // Units of work: a component each, except that a component of one large local step (a copy or a reduction
+  // that nothing waits on and that waits on nothing, such as one rank's whole program) is cut into copies that
+  // move a share of each of its pieces, while blocks are left over.
+  uint32_t spare = maxParts > ncomponents ? maxParts - ncomponents : 0;
+  sp.units.clear();
+  sp.firstUnit.assign(nsteps, kNone);
+  for (uint32_t r = 0; r < nsteps; ++r) {
+    if (sp.size[r] == 0) continue;
+    uint32_t copies = 1;
+    const Step& st = w.steps[r];
+    if (sp.size[r] == 1 && spare > 0 && w.plan.chunked && (st.op == kOpCopy || st.op == kOpReduce)) {
+      const uint64_t chunkBytes = w.plan.unitElems / std::max<uint64_t>(w.plan.chunksPerBlock, 1) * w.plan.elemBytes;
+      const uint64_t most = uint64_t(st.nchunks) * chunkBytes / kMinSharedStepBytes;
+      copies = static_cast<uint32_t>(std::min<uint64_t>({most, uint64_t(spare) + 1, 255}));
+      copies = std::max(copies, 1u);
+      spare -= copies - 1;
+    }
+    sp.firstUnit[r] = static_cast<uint32_t>(sp.units.size());
+    for (uint32_t k = 0; k < copies; ++k) sp.units.push_back(SplitUnit{r, k, copies, kNone, (sp.weight[r] + copies - 1) / copies});
+  }
+  const uint32_t nunits = static_cast<uint32_t>(sp.units.size());
+  if (nunits < 2) return;
+  const uint32_t nparts = std::min(nunits, maxParts);
+  // Heaviest first onto the lightest part (std::sort: stable_sort may allocate, and a warm enqueue allocates nothing).
+  sp.index.resize(nunits);
+  for (uint32_t u = 0; u < nunits; ++u) sp.index[u] = u;
   std::sort(sp.index.begin(), sp.index.end(), [&](uint32_t a, uint32_t b) {
-    return sp.weight[a] != sp.weight[b] ? sp.weight[a] > sp.weight[b] : a < b;
+    return sp.units[a].weight != sp.units[b].weight ? sp.units[a].weight > sp.units[b].weight : a < b;
   });
   sp.load.assign(nparts, 0);
-  for (uint32_t r : sp.index) {
+  for (uint32_t u : sp.index) {
     const uint32_t b = static_cast<uint32_t>(std::min_element(sp.load.begin(), sp.load.end()) - sp.load.begin());
-    sp.partOf[r] = b;
-    sp.load[b] += sp.weight[r];
+    sp.units[u].part = b;
+    sp.load[b] += sp.units[u].weight;
   }
 
   if (sp.parts.size() < nparts) sp.parts.resize(nparts);

@@ -18,7 +18,11 @@
 //
 // Components go to at most `maxParts` parts, heaviest first onto the lightest
 // part (the bytes a step's pieces move), so a schedule with more channels than
-// blocks still balances. A plan of one component is not split. Parts keep
+// blocks still balances. While blocks are left over, a component that is one
+// large local step (a copy or reduction nothing waits on and that waits on
+// nothing: one rank's whole program, an out-of-place allgather's own block) is
+// cut into copies that each move a share of every piece's elements (Step::part),
+// at least 1 MiB each. A plan of one unit is not split. Parts keep
 // the steps' program indices (errors name them) and the plan's geometry, tag
 // and reduction; each has its own steps, predecessor lists and connections,
 // renumbered, and fresh run state. A split plan's average is not divided by
@@ -35,13 +39,23 @@
 
 namespace theseus::exec::dev {
 
+// A unit of work assigned to a part: a component, or one copy of a split local step.
+struct SplitUnit {
+  uint32_t root = 0;    // the component's root step
+  uint32_t copy = 0;    // of `copies` (1: the whole component)
+  uint32_t copies = 1;
+  uint32_t part = 0;
+  uint64_t weight = 0;
+};
+
 struct SplitPlan {
   LoweredPlan whole;               // lowerForDevice's output
   std::vector<LoweredPlan> parts;  // the first `count` are the parts when count > 1
   uint32_t count = 1;
   // Working storage (kept for reuse).
-  std::vector<uint32_t> root, partOf, index;
+  std::vector<uint32_t> root, size, index, firstUnit;
   std::vector<uint64_t> weight, load;
+  std::vector<SplitUnit> units;
 
   // Part `b` of the plan (the whole plan when it is not split).
   const LoweredPlan& part(uint32_t b) const { return count > 1 ? parts[b] : whole; }

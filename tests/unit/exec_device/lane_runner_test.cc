@@ -144,10 +144,12 @@ bool runLanes(std::vector<LaneImage>& lanes, uint32_t threads, size_t localBytes
   return ok;
 }
 
-// Checks the invariants of a split: every step in exactly one part, predecessors and connections inside
-// their part, no connection (FIFO) in two parts.
+// Checks the invariants of a split: every step in exactly one part (a local step cut into copies: each copy,
+// 0 to parts - 1, in exactly one), predecessors and connections inside their part, no connection (FIFO) in
+// two parts.
 void expectSoundSplit(const dev::SplitPlan& sp, const std::string& what) {
   std::multiset<uint32_t> indices;
+  std::set<std::pair<uint32_t, uint32_t>> copies;
   std::set<const void*> fifos;
   size_t conns = 0;
   for (uint32_t b = 0; b < sp.count; ++b) {
@@ -157,6 +159,11 @@ void expectSoundSplit(const dev::SplitPlan& sp, const std::string& what) {
     for (uint32_t s = 0; s < p.nsteps; ++s) {
       const dev::Step& st = p.steps[s];
       indices.insert(st.index);
+      EXPECT_TRUE(copies.emplace(st.index, st.part).second) << what << ": step " << st.index << " copy " << int(st.part);
+      EXPECT_LT(st.part, st.parts) << what;
+      if (st.parts > 1) {
+        EXPECT_EQ(st.predBegin, st.predEnd) << what << ": a split step waits on nothing";
+      }
       for (uint32_t i = st.predBegin; i < st.predEnd; ++i) EXPECT_LT(p.preds[i], p.nsteps) << what;
       EXPECT_LT(st.inConn, static_cast<int32_t>(p.nconns)) << what;
       EXPECT_LT(st.outConn, static_cast<int32_t>(p.nconns)) << what;
@@ -165,9 +172,15 @@ void expectSoundSplit(const dev::SplitPlan& sp, const std::string& what) {
     conns += p.nconns;
   }
   EXPECT_EQ(fifos.size(), conns) << what << ": a connection in two parts";
-  EXPECT_EQ(indices.size(), sp.whole.plan.nsteps) << what;
-  for (uint32_t s = 0; s < sp.whole.plan.nsteps; ++s)
-    EXPECT_EQ(indices.count(sp.whole.steps[s].index), 1u) << what << ": step " << s;
+  for (uint32_t s = 0; s < sp.whole.plan.nsteps; ++s) {
+    const size_t n = indices.count(sp.whole.steps[s].index);
+    EXPECT_GE(n, 1u) << what << ": step " << s;
+    for (uint32_t b = 0; b < sp.count && n > 1; ++b)
+      for (uint32_t t = 0; t < sp.part(b).plan.nsteps; ++t)
+        if (sp.part(b).plan.steps[t].index == sp.whole.steps[s].index) {
+          EXPECT_EQ(sp.part(b).plan.steps[t].parts, n) << what << ": step " << s;
+        }
+  }
 }
 
 TEST(DeviceSplit, IndependentChannelsBecomePartsAndNothingElseIsSplit) {
@@ -227,10 +240,11 @@ struct LaneCase {
   int replays = 1;
   bool direct = false;  // buffers registered and mapped: messages read in place
   size_t localBytes = dev::kLocalPlanBytes;  // 0 or too small for a plan: plans run in place (their images)
+  size_t count = 20011;                      // int32 elements per rank
 };
 
 void runLaneCase(const LaneCase& c) {
-  const size_t count = 20011;
+  const size_t count = c.count;
   FifoWorld world(c.n, 4, 2048);
   std::vector<std::unique_ptr<FifoManager>> managers;
   std::vector<std::vector<int32_t>> in(c.n, std::vector<int32_t>(count)), mid(c.n, std::vector<int32_t>(count)),
@@ -296,6 +310,47 @@ TEST(DeviceLanes, BlocksRunTheChannelsOfAPlanSideBySide) {
   runLaneCase({"halving_doubling", 4, 2, 16, 2});
   runLaneCase({"double_binary_tree", 3, 2, 16, 1});
   runLaneCase({"ring", 2, 1, 16, 2});  // one channel: one block, as before
+  // One rank: each operation is one copy, cut into copies of at least 1 MiB that blocks move side by side.
+  LaneCase one{"ring", 1, 1, 16, 2};
+  one.count = 2000003;
+  runLaneCase(one);
+}
+
+TEST(DeviceSplit, OneLargeLocalStepIsSharedByTheBlocksLeftOver) {
+  Reduction sum = builtinReduction(ncclSum, ncclInt32, 1).value();
+  FifoWorld world(1, 2, 4096);
+  FifoManager m(&world, 0);
+  std::vector<int32_t> in(3 << 20), out(3 << 20);  // 12 MiB: at most 12 copies of 1 MiB
+  for (uint32_t blocks : {1u, 4u, 16u}) {
+    RankOp op;
+    buildAllreduce(&m, 0, 1, "ring", 1, in.data(), out.data(), in.size(), sum, 4096, 7, blocks, &op);
+    EXPECT_EQ(op.split.count, std::min(blocks, 12u)) << blocks << " blocks";
+    expectSoundSplit(op.split, "one rank on " + std::to_string(blocks) + " blocks");
+    // The copies' shares of every piece tile it: together they move each byte once.
+    const dev::Plan& w = op.split.whole.plan;
+    for (uint32_t round = 0; round < w.rounds; round += std::max(1u, w.rounds / 7)) {
+      const dev::Piece whole = dev::pieceOf(w, w.steps[0], round, 0);
+      std::vector<std::pair<const char*, size_t>> shares;
+      for (uint32_t b = 0; b < op.split.count; ++b) {
+        const dev::Plan& p = op.split.part(b).plan;
+        for (uint32_t t = 0; t < p.nsteps; ++t) {
+          const dev::Piece share = dev::pieceOf(p, p.steps[t], round, 0);
+          EXPECT_EQ(share.src - whole.src, share.dst - whole.dst);
+          shares.emplace_back(share.dst, share.bytes);
+        }
+      }
+      std::sort(shares.begin(), shares.end());
+      const char* at = whole.dst;
+      for (auto [dst, bytes] : shares) {
+        EXPECT_EQ(dst, at) << "round " << round;
+        at = dst + bytes;
+      }
+      EXPECT_EQ(at, whole.dst + whole.bytes) << "round " << round;
+    }
+  }
+  RankOp small;  // 256 KiB: not worth a second block
+  buildAllreduce(&m, 0, 1, "ring", 1, in.data(), out.data(), 65536, sum, 4096, 7, 16, &small);
+  EXPECT_EQ(small.split.count, 1u);
 }
 
 TEST(DeviceLanes, ReplaysRestartEveryBlockAndZeroCopyWorksPerPart) {
