@@ -35,6 +35,8 @@ struct LocalMemory {
 
 namespace detail {
 
+inline constexpr uint64_t kSiblingCheckNs = 50000;  // idle this long before asking whether another block stopped
+
 TH_HD inline size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
 
 // The bytes a plan's local copy takes: header, steps, predecessors, connections, run state, cursors.
@@ -100,6 +102,9 @@ TH_HD uint32_t stopReason(const LaneLaunch& lane, uint32_t block, uint64_t& idle
   if (abort == 1) return 3;
   if (abort == 2 && now - idleSince > lane.peerFailedIdleNs) return 5;
   if (lane.stallNs != 0 && now - idleSince > lane.stallNs) return 4;
+  // The other blocks' results live in mapped host memory (a PCIe read each): asked only once this block has
+  // waited a while, so a block waiting for its next message is not slowed down by them.
+  if (now - idleSince < kSiblingCheckNs) return 0;
   for (uint32_t b = 0; b < lane.blocks; ++b)
     if (b != block && loadAcquire(&lane.results[b].state) >= 2) return kSiblingStopped;
   return 0;
