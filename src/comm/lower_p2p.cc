@@ -1,11 +1,34 @@
 // Point-to-point: one step per operation, all concurrent; operations with the
-// same peer and direction share a connection, so their messages keep their
-// issue order (the peer issues the matching operations in the same order).
+// same peer, direction and channel share a connection, so their messages keep
+// their issue order (the peer issues the matching operations in the same order).
 // Sends to self pair with receives from self in order and become local copies.
+//
+// An operation the device executor runs of at least THESEUS_DEVICE_CHANNEL_BYTES
+// is cut into THESEUS_DEVICE_CHANNELS parts, one per channel, which its thread
+// blocks move side by side (exec/device/dev_split.h), as NCCL spreads a large
+// send over its channels. The cut depends only on the byte count (64-byte
+// aligned), which a send and its receive share, so both sides cut alike.
+#include <algorithm>
+
 #include "comm/communicator.h"
 #include "comm/engine.h"
+#include "exec/device/device_executor.h"
 
 namespace theseus::comm {
+namespace {
+
+// Channels a point-to-point operation of `bytes` on the device is cut into (1: not cut).
+int p2pChannels(const TemplateMemo::Settings& s, bool onDevice, size_t bytes) {
+  if (!onDevice || bytes == 0 || bytes < s.deviceChannelBytes) return 1;
+  return std::max(1, std::min(s.deviceChannels, s.maxChannels));
+}
+
+// Where part k of `parts` of `bytes` starts.
+size_t p2pPartStart(size_t bytes, int parts, int k) {
+  return k == parts ? bytes : bytes / 64 * static_cast<size_t>(k) / static_cast<size_t>(parts) * 64;
+}
+
+}  // namespace
 
 Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
   const int me = comm_.rank();
@@ -13,6 +36,7 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
   selfSends.clear();
   selfRecvs.clear();
   size_t total = 0;
+  const exec::DeviceExecutorMode mode = exec::deviceExecutorMode();
   plan.chunked = false;
   plan.rounds = 1;
   plan.elemBytes = 1;
@@ -27,35 +51,44 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
       (isSend ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
-    exec::PlanStep st;
-    st.op = isSend ? schedule::Op::kSend : schedule::Op::kRecv;
-    st.index = static_cast<uint32_t>(plan.steps.size());
-    st.bytes = bytes;
-    int32_t conn = -1;
-    for (size_t c = 0; c < plan.conns.size(); ++c)
-      if (plan.conns[c].peer == op.peer && plan.conns[c].isSend == isSend) conn = static_cast<int32_t>(c);
-    if (conn < 0) {
-      exec::PlanConn pc;
-      pc.peer = op.peer;
-      pc.isSend = isSend;
-      plan.conns.push_back(pc);
-      conn = static_cast<int32_t>(plan.conns.size() - 1);
+    const bool onDevice = mode == exec::DeviceExecutorMode::kEmulate ||
+                          (mode == exec::DeviceExecutorMode::kCuda &&
+                           (isSend ? op.sendMemory : op.recvMemory) == device::MemoryKind::kDevice);
+    const int parts = p2pChannels(memo_.settings(), onDevice, bytes);
+    for (int k = 0; k < parts; ++k) {
+      const size_t at = p2pPartStart(bytes, parts, k);
+      exec::PlanStep st;
+      st.op = isSend ? schedule::Op::kSend : schedule::Op::kRecv;
+      st.index = static_cast<uint32_t>(plan.steps.size());
+      st.bytes = p2pPartStart(bytes, parts, k + 1) - at;
+      int32_t conn = -1;
+      for (size_t c = 0; c < plan.conns.size(); ++c)
+        if (plan.conns[c].peer == op.peer && plan.conns[c].isSend == isSend && plan.conns[c].channel == k)
+          conn = static_cast<int32_t>(c);
+      if (conn < 0) {
+        exec::PlanConn pc;
+        pc.peer = op.peer;
+        pc.isSend = isSend;
+        pc.channel = static_cast<uint8_t>(k);
+        plan.conns.push_back(pc);
+        conn = static_cast<int32_t>(plan.conns.size() - 1);
+      }
+      uint32_t pos = plan.conns[conn].nsteps++;
+      if (isSend) {
+        st.sendPeer = op.peer;
+        st.hasSrc = true;
+        st.src = static_cast<const char*>(op.sendbuff) + at;
+        st.outConn = conn;
+        st.outPos = pos;
+      } else {
+        st.recvPeer = op.peer;
+        st.hasDst = true;
+        st.dst = static_cast<char*>(op.recvbuff) + at;
+        st.inConn = conn;
+        st.inPos = pos;
+      }
+      plan.steps.push_back(st);
     }
-    uint32_t pos = plan.conns[conn].nsteps++;
-    if (isSend) {
-      st.sendPeer = op.peer;
-      st.hasSrc = true;
-      st.src = static_cast<const char*>(op.sendbuff);
-      st.outConn = conn;
-      st.outPos = pos;
-    } else {
-      st.recvPeer = op.peer;
-      st.hasDst = true;
-      st.dst = static_cast<char*>(op.recvbuff);
-      st.inConn = conn;
-      st.inPos = pos;
-    }
-    plan.steps.push_back(st);
   }
   if (selfSends.size() != selfRecvs.size())
     return invalidUsage("group has %zu ncclSend to self (rank %d) but %zu ncclRecv from self", selfSends.size(), me,

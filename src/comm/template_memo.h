@@ -64,6 +64,7 @@ class TemplateMemo {
   };
 
   explicit TemplateMemo(Settings s) : settings_(std::move(s)) {}
+  const Settings& settings() const { return settings_; }
 
   // Application thread: the entry for `req` under `table` (version `version`).
   Result<const Entry*> find(const policy::DecisionTable& table, uint64_t version, const Request& req);
