@@ -24,9 +24,10 @@ const IntKnob kMaxChannels("THESEUS_MAX_CHANNELS", 8,
                             "channels than this are not chosen)");
 
 const IntKnob kDeviceChannels("THESEUS_DEVICE_CHANNELS", 8,
-                               "Channels of large operations the device executor runs, when their decision leaves a "
-                               "built-in schedule at one (each channel runs on a thread block of its own; capped by "
-                               "THESEUS_MAX_CHANNELS and THESEUS_DEVICE_BLOCKS). Must be equal on all ranks");
+                               "Channels of large operations the device executor runs: collectives whose decision "
+                               "leaves a built-in schedule at one, and sends and receives, cut into as many parts "
+                               "(each channel runs on a thread block of its own; capped by THESEUS_MAX_CHANNELS and "
+                               "THESEUS_DEVICE_BLOCKS). Must be equal on all ranks");
 
 const IntKnob kDeviceChannelBytes("THESEUS_DEVICE_CHANNEL_BYTES", 4 << 20,
                                   "Operations the device executor runs get THESEUS_DEVICE_CHANNELS channels from this "
