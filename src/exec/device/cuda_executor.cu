@@ -248,6 +248,8 @@ class CudaExecutor final : public Executor {
   Result<CaptureOf> captureOf(std::vector<Lane>& lanes);
   void checkReplays();
   Status lower(std::vector<Lane>& lanes, size_t* imageBytes);
+  Status layOutLane(size_t l, const Lane& lane, PinnedChunk& memory, bool replayable, uint64_t stallNs,
+                    dev::LaneLaunch* ll);
   Status launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs, Slot* slot,
                 Captured* captured);
   Status adoptCapture(Captured* captured, const CaptureOf& capture);
@@ -525,13 +527,69 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   return Status::ok();
 }
 
+// One lane's part of a launch image: each plan's parts, one per block, plan
+// by plan (contiguous: block b of plan i at i * blocks + b; a block without a
+// part of a plan gets an empty one), their pristine headers for a replayable
+// launch, a result and a barrier count per block, and the divisions of split
+// averages. Fills `ll` but for firstBlock.
+Status CudaExecutor::layOutLane(size_t l, const Lane& lane, PinnedChunk& memory, bool replayable, uint64_t stallNs,
+                                dev::LaneLaunch* ll) {
+  auto take = [&memory](size_t bytes, size_t align) { return PinnedChunk::allocate(&memory, bytes, align); };
+  const size_t nplans = lane.plans.size();
+  const uint32_t B = laneBlocks_[l];
+  auto* plans = static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan)));
+  auto* pristine =
+      replayable ? static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan))) : nullptr;
+  auto* results = static_cast<dev::LaneResult*>(take(B * sizeof(dev::LaneResult), alignof(dev::LaneResult)));
+  auto* arrivals = B > 1 ? static_cast<dev::Arrival*>(take(B * sizeof(dev::Arrival), alignof(dev::Arrival))) : nullptr;
+  auto* divides =
+      B > 1 ? static_cast<dev::LaneDivide*>(take(nplans * sizeof(dev::LaneDivide), alignof(dev::LaneDivide)))
+            : nullptr;
+  if ((nplans > 0 && (plans == nullptr || (replayable && pristine == nullptr))) || results == nullptr ||
+      (B > 1 && (arrivals == nullptr || (nplans > 0 && divides == nullptr))))
+    return internalError("CUDA executor: image memory exhausted");
+  for (size_t i = 0; i < nplans; ++i) {
+    const dev::SplitPlan& sp = lowered_[l][i];
+    for (uint32_t b = 0; b < B; ++b) {
+      dev::Plan& at = plans[i * B + b];
+      if (b < sp.count) {
+        dev::Plan* image = dev::copyImage(sp.part(b), &PinnedChunk::allocate, &memory);
+        if (image == nullptr) return internalError("CUDA executor: image memory exhausted");
+        at = *image;
+      } else {
+        at = dev::emptyPart(sp.whole.plan);
+      }
+      if (replayable) pristine[i * B + b] = at;
+    }
+    if (divides != nullptr) {
+      const dev::Plan& w = sp.whole.plan;
+      divides[i] = sp.count > 1 && w.divideDst != nullptr ? dev::LaneDivide{w.divideDst, w.divideElems, w.red}
+                                                            : dev::LaneDivide{};
+    }
+  }
+  for (uint32_t b = 0; b < B; ++b) results[b] = dev::LaneResult{};
+  for (uint32_t b = 0; b < B && arrivals != nullptr; ++b) arrivals[b] = dev::Arrival{};
+  const Plan* first = nplans == 0 ? nullptr : lane.plans.front();
+  *ll = dev::LaneLaunch{};
+  ll->plans = plans;
+  ll->pristine = pristine;
+  ll->nplans = static_cast<uint32_t>(nplans);
+  ll->blocks = B;
+  ll->abortWord = first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr;
+  ll->peerFailedIdleNs = kPeerFailedIdleNs;
+  ll->stallNs = stallNs;
+  ll->results = results;
+  ll->arrivals = arrivals;
+  ll->divides = divides;
+  return Status::ok();
+}
+
 // Copies the lowered plans into `memory` and launches one kernel per stream
 // (lanes that share a stream share a launch, their blocks side by side). A
 // replayable launch also gets the plans' pristine headers. Eager launches
 // record the slot's events after their kernels; captured ones record nothing.
 Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs,
                             Slot* slot, Captured* captured) {
-  auto take = [&memory](size_t bytes, size_t align) { return PinnedChunk::allocate(&memory, bytes, align); };
   // The lanes of each (stream, device) (storage reused by every run: a warm enqueue allocates nothing).
   size_t ngroups = 0;
   for (size_t l = 0; l < lanes.size(); ++l) {
@@ -558,72 +616,26 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     const cudaStream_t stream = streamLanes_[g].stream;
     const std::vector<size_t>& members = streamLanes_[g].lanes;
     TH_CHECK(device.to(streamLanes_[g].device));
-    auto* launches = static_cast<dev::LaneLaunch*>(take(members.size() * sizeof(dev::LaneLaunch),
-                                                        alignof(dev::LaneLaunch)));
+    auto* launches = static_cast<dev::LaneLaunch*>(
+        PinnedChunk::allocate(&memory, members.size() * sizeof(dev::LaneLaunch), alignof(dev::LaneLaunch)));
     if (launches == nullptr) return internalError("CUDA executor: image memory exhausted");
     uint32_t nblocks = 0;
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t l = members[k];
-      const size_t nplans = lanes[l].plans.size();
-      const uint32_t B = laneBlocks_[l];
-      auto* plans = static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan)));
-      auto* pristine =
-          replayable ? static_cast<dev::Plan*>(take(nplans * B * sizeof(dev::Plan), alignof(dev::Plan))) : nullptr;
-      auto* results = static_cast<dev::LaneResult*>(take(B * sizeof(dev::LaneResult), alignof(dev::LaneResult)));
-      auto* arrivals = B > 1 ? static_cast<dev::Arrival*>(take(B * sizeof(dev::Arrival), alignof(dev::Arrival)))
-                             : nullptr;
-      auto* divides =
-          B > 1 ? static_cast<dev::LaneDivide*>(take(nplans * sizeof(dev::LaneDivide), alignof(dev::LaneDivide)))
-                : nullptr;
-      if ((nplans > 0 && (plans == nullptr || (replayable && pristine == nullptr))) || results == nullptr ||
-          (B > 1 && (arrivals == nullptr || (nplans > 0 && divides == nullptr))))
-        return internalError("CUDA executor: image memory exhausted");
-      for (size_t i = 0; i < nplans; ++i) {
-        const dev::SplitPlan& sp = lowered_[l][i];
-        for (uint32_t b = 0; b < B; ++b) {
-          dev::Plan& at = plans[i * B + b];
-          if (b < sp.count) {
-            dev::Plan* image = dev::copyImage(sp.part(b), &PinnedChunk::allocate, &memory);
-            if (image == nullptr) return internalError("CUDA executor: image memory exhausted");
-            at = *image;  // the lane's plans are contiguous
-          } else {
-            at = dev::emptyPart(sp.whole.plan);  // this block has no part of plan i
-          }
-          if (replayable) pristine[i * B + b] = at;
-        }
-        if (divides != nullptr) {
-          const dev::Plan& w = sp.whole.plan;
-          divides[i] = sp.count > 1 && w.divideDst != nullptr
-                           ? dev::LaneDivide{w.divideDst, w.divideElems, w.red}
-                           : dev::LaneDivide{};
-        }
-      }
-      for (uint32_t b = 0; b < B; ++b) results[b] = dev::LaneResult{};
-      for (uint32_t b = 0; b < B && arrivals != nullptr; ++b) arrivals[b] = dev::Arrival{};
-      const Plan* first = nplans == 0 ? nullptr : lanes[l].plans.front();
       dev::LaneLaunch& ll = launches[k];
-      ll = dev::LaneLaunch{};
-      ll.plans = plans;
-      ll.pristine = pristine;
-      ll.nplans = static_cast<uint32_t>(nplans);
-      ll.blocks = B;
+      TH_CHECK(layOutLane(l, lanes[l], memory, replayable, stallNs, &ll));
       ll.firstBlock = nblocks;
-      ll.abortWord = first != nullptr && first->abort != nullptr ? first->abort->mirror() : nullptr;
-      ll.peerFailedIdleNs = kPeerFailedIdleNs;
-      ll.stallNs = stallNs;
-      ll.results = results;
-      ll.arrivals = arrivals;
-      ll.divides = divides;
-      nblocks += B;
+      nblocks += ll.blocks;
+      const Plan* first = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front();
       if (slot != nullptr) {
-        slot->results[slot->lanes] = Slot::LaneResults{first, results, B};
+        slot->results[slot->lanes] = Slot::LaneResults{first, ll.results, ll.blocks};
         slot->lanePlans[slot->lanes++].assign(lanes[l].plans.begin(), lanes[l].plans.end());
       }
       if (captured != nullptr && first != nullptr) {
         Captured::LaneEntry e;
         e.comm = first->abort;
-        e.results = results;
-        e.blocks = B;
+        e.results = ll.results;
+        e.blocks = ll.blocks;
         e.rank = first->rank;
         for (const Plan* p : lanes[l].plans) e.plans.push_back(p->describe());
         captured->lanes.push_back(std::move(e));
