@@ -35,6 +35,7 @@ struct LocalMemory {
 
 namespace detail {
 
+inline constexpr uint64_t kQuietNs = 10000;         // idle this long before reading the abort word
 inline constexpr uint64_t kSiblingCheckNs = 50000;  // idle this long before asking whether another block stopped
 
 TH_HD inline size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
@@ -98,6 +99,9 @@ template <class Wait>
 TH_HD uint32_t stopReason(const LaneLaunch& lane, uint32_t block, uint64_t& idleSince, Wait& wait) {
   const uint64_t now = wait.now();
   if (idleSince == 0) idleSince = now;
+  // Nothing below can stop a block that has waited less than this, and each of its reads crosses PCIe: a block
+  // waiting for its next message polls its FIFOs undisturbed.
+  if (now - idleSince < kQuietNs) return 0;
   const uint32_t abort = lane.abortWord != nullptr ? loadAcquire(lane.abortWord) : 0;
   if (abort == 1) return 3;
   if (abort == 2 && now - idleSince > lane.peerFailedIdleNs) return 5;
@@ -119,7 +123,7 @@ TH_HD uint32_t stopReason(const LaneLaunch& lane, uint32_t block, uint64_t& idle
 // guaranteed), and a replayed launch counts on from where the last replay
 // left them. Returns the stop reason (0: all arrived).
 template <class Team, class Wait>
-TH_HD uint32_t laneBarrier(LaneLaunch& lane, uint32_t block, uint64_t target, Team& team, Wait& wait) {
+TH_HD uint32_t laneBarrier(const LaneLaunch& lane, uint32_t block, uint64_t target, Team& team, Wait& wait) {
   uint32_t stop = 0;
   if (team.leader()) {
     storeRelease(&lane.arrivals[block].count, target);
@@ -136,7 +140,7 @@ TH_HD uint32_t laneBarrier(LaneLaunch& lane, uint32_t block, uint64_t target, Te
 }
 
 template <class Team>
-TH_HD void stopLane(LaneLaunch& lane, uint32_t block, uint32_t plan, uint32_t state, Team& team) {
+TH_HD void stopLane(const LaneLaunch& lane, uint32_t block, uint32_t plan, uint32_t state, Team& team) {
   if (team.leader()) {
     lane.results[block].failedPlan = plan;
     storeRelease(&lane.results[block].state, state);
@@ -146,7 +150,9 @@ TH_HD void stopLane(LaneLaunch& lane, uint32_t block, uint32_t plan, uint32_t st
 }  // namespace detail
 
 template <class Team, class Wait>
-TH_HD void runLane(LaneLaunch& lane, uint32_t block, Team& team, Wait& wait, LocalMemory local = {}) {
+TH_HD void runLane(const LaneLaunch& in, uint32_t block, Team& team, Wait& wait, LocalMemory local = {}) {
+  // The descriptor lives in mapped host memory: the leader reads it once, the team shares it.
+  const LaneLaunch lane = team.share(team.leader() ? in : LaneLaunch{});
   LaneResult& result = lane.results[block];
   const uint32_t B = lane.blocks;
   if (lane.pristine != nullptr) {
