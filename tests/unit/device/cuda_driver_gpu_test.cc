@@ -42,6 +42,12 @@ TEST(CudaDriver, ClassifiesMemory) {
   EXPECT_EQ(cuda->memoryKind(pinned), MemoryKind::kHostPinned);
   EXPECT_EQ(cuda->memoryKind(pageable.data()), MemoryKind::kHost);
   EXPECT_EQ(cuda->memoryKind(nullptr), MemoryKind::kHost);
+  // The enqueue path's single query (cuPointerGetAttributes: no error for memory CUDA does not know) agrees.
+  EXPECT_EQ(cuda->memoryInfo(dev).kind, MemoryKind::kDevice);
+  EXPECT_EQ(cuda->memoryInfo(static_cast<char*>(dev) + 100).device, 0);
+  EXPECT_EQ(cuda->memoryInfo(pinned).kind, MemoryKind::kHostPinned);
+  EXPECT_EQ(cuda->memoryInfo(pageable.data()).kind, MemoryKind::kHost);
+  EXPECT_EQ(cuda->memoryInfo(nullptr).kind, MemoryKind::kHost);
   cudaFree(dev);
   cudaFreeHost(pinned);
 }
