@@ -102,6 +102,12 @@ cuda-16ch cuda 0 0 2 1 all_reduce THESEUS_DEVICE_CHANNELS=16,THESEUS_MAX_CHANNEL
 cuda-512k cuda 0 0 2 1 all_reduce THESEUS_SLICE_BYTES=524288,THESEUS_SHM_SLOT_BYTES=524288,THESEUS_SOCKET_SLOT_BYTES=524288
 cuda-16ch-512k cuda 0 0 2 1 all_reduce THESEUS_DEVICE_CHANNELS=16,THESEUS_MAX_CHANNELS=16,THESEUS_SLICE_BYTES=524288,THESEUS_SHM_SLOT_BYTES=524288,THESEUS_SOCKET_SLOT_BYTES=524288
 cuda-registered cuda 0 1 2 1 all_reduce,sendrecv -'"
+  # One line for the summary: 256 MiB allreduce busbw (out of place) of each 2-process CUDA row, and how many
+  # times the one-block row each is.
+  MEASURED+=$'\n'$(awk '$2 == "all_reduce:" && $1 ~ /^cuda/ && $1 !~ /threads|1rank/ { bw[$1] = $10 }
+    END { line = "[roofline] 256 MiB bf16 allreduce busbw, 2 processes (GB/s):"
+          for (k in bw) line = line sprintf(" %s %s%s", k, bw[k], bw["cuda-1block"] > 0 ? sprintf(" (%.1fx)", bw[k] / bw["cuda-1block"]) : "")
+          print line }' "$LOG_DIR/roofline.log" 2> /dev/null)
   save_logs
 
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
