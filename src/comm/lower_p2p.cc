@@ -8,20 +8,12 @@
 // blocks move side by side (exec/device/dev_split.h), as NCCL spreads a large
 // send over its channels. The cut depends only on the byte count (64-byte
 // aligned), which a send and its receive share, so both sides cut alike.
-#include <algorithm>
-
 #include "comm/communicator.h"
 #include "comm/engine.h"
 #include "exec/device/device_executor.h"
 
 namespace theseus::comm {
 namespace {
-
-// Channels a point-to-point operation of `bytes` on the device is cut into (1: not cut).
-int p2pChannels(const TemplateMemo::Settings& s, bool onDevice, size_t bytes) {
-  if (!onDevice || bytes == 0 || bytes < s.deviceChannelBytes) return 1;
-  return std::max(1, std::min(s.deviceChannels, s.maxChannels));
-}
 
 // Where part k of `parts` of `bytes` starts.
 size_t p2pPartStart(size_t bytes, int parts, int k) {
@@ -36,7 +28,6 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
   selfSends.clear();
   selfRecvs.clear();
   size_t total = 0;
-  const exec::DeviceExecutorMode mode = exec::deviceExecutorMode();
   plan.chunked = false;
   plan.rounds = 1;
   plan.elemBytes = 1;
@@ -51,10 +42,8 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
       (isSend ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
-    const bool onDevice = mode == exec::DeviceExecutorMode::kEmulate ||
-                          (mode == exec::DeviceExecutorMode::kCuda &&
-                           (isSend ? op.sendMemory : op.recvMemory) == device::MemoryKind::kDevice);
-    const int parts = p2pChannels(memo_.settings(), onDevice, bytes);
+    const bool onDevice = exec::deviceExecutorRuns(isSend ? op.sendMemory : op.recvMemory);
+    const int parts = onDevice && bytes > 0 ? memo_.settings().deviceChannelsFor(bytes) : 1;
     for (int k = 0; k < parts; ++k) {
       const size_t at = p2pPartStart(bytes, parts, k);
       exec::PlanStep st;

@@ -80,9 +80,8 @@ std::pair<std::string, schedule::ScheduleParams> TemplateMemo::choose(const poli
 // with its parameters ("ring(channels=8)").
 schedule::ScheduleParams TemplateMemo::deviceParams(const std::string& schedule, schedule::ScheduleParams params,
                                                     const Request& req) const {
-  const int channels = std::min(settings_.deviceChannels, settings_.maxChannels);
-  if (deviceClass(req) == 2 && channels > 1 && params.channels == 1 && settings_.nranks > 1 &&
-      schedule::isBuiltin(schedule))
+  const int channels = req.device ? settings_.deviceChannelsFor(req.bytes) : 1;
+  if (channels > 1 && params.channels == 1 && settings_.nranks > 1 && schedule::isBuiltin(schedule))
     params.channels = channels;
   return params;
 }

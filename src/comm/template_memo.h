@@ -17,6 +17,7 @@
 // ignored for that call: the static choice runs it, and one INFO line says so.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,6 +50,10 @@ class TemplateMemo {
     // maxChannels) from this size on, when their decision leaves a built-in at one (deviceParams).
     int deviceChannels = 1;
     size_t deviceChannelBytes = 0;
+    // The channels of a device operation of `bytes` (1 below the threshold).
+    int deviceChannelsFor(size_t bytes) const {
+      return bytes < deviceChannelBytes ? 1 : std::max(1, std::min(deviceChannels, maxChannels));
+    }
   };
   struct Request {
     schedule::Collective collective;

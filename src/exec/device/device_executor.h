@@ -23,6 +23,13 @@ enum class DeviceExecutorMode { kOff, kEmulate, kCuda };
 // THESEUS_DEVICE_EXECUTOR (read once; must be equal on all ranks).
 DeviceExecutorMode deviceExecutorMode();
 
+// Whether the device executor runs an operation on memory of `kind`: every one when it is emulated, device
+// buffers when it is CUDA (the lowering gives such operations device channels and device scratch).
+inline bool deviceExecutorRuns(device::MemoryKind kind) {
+  const DeviceExecutorMode mode = deviceExecutorMode();
+  return mode == DeviceExecutorMode::kEmulate || (mode == DeviceExecutorMode::kCuda && kind == device::MemoryKind::kDevice);
+}
+
 // The emulated device executor (host memory, host threads).
 Executor& emulatedDeviceExecutor();
 
