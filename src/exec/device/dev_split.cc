@@ -138,7 +138,7 @@ void splitPlan(SplitPlan& sp, uint32_t maxParts) {
       spare -= copies - 1;
     }
     sp.firstUnit[r] = static_cast<uint32_t>(sp.units.size());
-    for (uint32_t k = 0; k < copies; ++k) sp.units.push_back(SplitUnit{r, k, copies, kNone, (sp.weight[r] + copies - 1) / copies});
+    for (uint32_t k = 0; k < copies; ++k) sp.units.push_back(SplitUnit{k, copies, kNone, (sp.weight[r] + copies - 1) / copies});
   }
   const uint32_t nunits = static_cast<uint32_t>(sp.units.size());
   if (nunits < 2) return;

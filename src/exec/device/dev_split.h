@@ -41,7 +41,6 @@ namespace theseus::exec::dev {
 
 // A unit of work assigned to a part: a component, or one copy of a split local step.
 struct SplitUnit {
-  uint32_t root = 0;    // the component's root step
   uint32_t copy = 0;    // of `copies` (1: the whole component)
   uint32_t copies = 1;
   uint32_t part = 0;
