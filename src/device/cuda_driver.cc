@@ -49,6 +49,8 @@ struct DriverLoader {
     d->streamGetDevice_ = dlsym(h, "cuStreamGetDevice");
     d->deviceCanAccessPeer_ = dlsym(h, "cuDeviceCanAccessPeer");
     d->ctxEnablePeerAccess_ = dlsym(h, "cuCtxEnablePeerAccess");
+    d->memHostRegister_ = dlsym(h, "cuMemHostRegister_v2");
+    d->memHostUnregister_ = dlsym(h, "cuMemHostUnregister");
     bool complete = d->init_ && d->pointerGetAttribute_ && d->memcpyDtoH_ && d->memcpyHtoDAsync_ &&
                     d->streamSynchronize_ &&
                     d->memAlloc_ && d->memFree_ && d->ctxGetCurrent_ && d->ctxGetDevice_;
@@ -261,6 +263,24 @@ Status CudaDriver::ipcClose(void* mapped) const {
   if (!hasIpc()) return Status(ncclUnhandledCudaError, "this CUDA driver has no IPC entry points");
   auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(ipcCloseMemHandle_);
   return check(fn(reinterpret_cast<CuDevicePtr>(mapped)), "cuIpcCloseMemHandle");
+}
+
+Result<bool> CudaDriver::hostRegister(void* p, size_t bytes) const {
+  if (memHostRegister_ == nullptr || memHostUnregister_ == nullptr)
+    return Status(ncclUnhandledCudaError, "this CUDA driver has no cuMemHostRegister/cuMemHostUnregister");
+  constexpr unsigned kPortable = 0x1, kDeviceMap = 0x2;  // CU_MEMHOSTREGISTER_PORTABLE, _DEVICEMAP
+  constexpr int kAlreadyRegistered = 712;                // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+  int rc = reinterpret_cast<CuResult (*)(void*, size_t, unsigned)>(memHostRegister_)(p, bytes, kPortable | kDeviceMap);
+  if (rc == kAlreadyRegistered) return false;
+  TH_CHECK(check(rc, "cuMemHostRegister"));
+  return true;
+}
+
+Status CudaDriver::hostUnregister(void* p) const {
+  if (memHostUnregister_ == nullptr) return Status(ncclUnhandledCudaError, "this CUDA driver has no cuMemHostUnregister");
+  constexpr int kDeinitialized = 4;  // CUDA_ERROR_DEINITIALIZED: the process is exiting; nothing is pinned any more
+  int rc = reinterpret_cast<CuResult (*)(void*)>(memHostUnregister_)(p);
+  return check(rc == kDeinitialized ? 0 : rc, "cuMemHostUnregister");
 }
 
 // The primary context of `dev`, retained once per device for the life of the

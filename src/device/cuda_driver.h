@@ -85,6 +85,13 @@ class CudaDriver {
   Status allocationRange(const void* p, void** base, size_t* bytes) const;
   Result<void*> ipcOpen(const IpcHandle& handle) const;
   Status ipcClose(void* mapped) const;
+  // Page-locks host memory [p, p + bytes) and maps it for the devices of every context
+  // (cuMemHostRegister, portable and mapped), in the calling thread's current context. False when
+  // the driver already had it registered: then it is not the caller's to unregister. Use
+  // device/host_registry.h, which pairs every registration with its release.
+  Result<bool> hostRegister(void* p, size_t bytes) const;
+  // Undoes hostRegister from its base (cuMemHostUnregister), in the calling thread's context.
+  Status hostUnregister(void* p) const;
   int currentDevice() const;  // -1 without a current context
   // Makes device `dev`'s primary context current on the calling thread (what
   // cudaSetDevice does), for Theseus's own threads that set up a communicator
@@ -104,7 +111,8 @@ class CudaDriver {
      streamGetCtx_ = nullptr, deviceGet_ = nullptr, primaryCtxRetain_ = nullptr,
      ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr,
      memGetAddressRange_ = nullptr, streamGetDevice_ = nullptr, deviceCanAccessPeer_ = nullptr,
-     ctxEnablePeerAccess_ = nullptr, pointerGetAttributes_ = nullptr;
+     ctxEnablePeerAccess_ = nullptr, pointerGetAttributes_ = nullptr, memHostRegister_ = nullptr,
+     memHostUnregister_ = nullptr;
   Result<void*> primaryContext(int dev) const;
   friend struct DriverLoader;
 };

@@ -8,6 +8,7 @@
 
 #include "common/deadline.h"
 #include "common/log.h"
+#include "device/host_registry.h"
 
 namespace theseus::transport {
 
@@ -27,6 +28,7 @@ struct FifoProxy::Bridge {
   size_t bytes = 0;
   uint64_t next = 0;  // send: the next message to forward; receive: the next to deliver
   bool closed = false;  // receive: the peer closed the connection
+  ~Bridge() { device::releaseHostRange(memory.get(), bytes); }  // the device executor registers the ring
 };
 
 namespace {

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "device/host_registry.h"
 
 namespace theseus::transport {
 
@@ -27,7 +28,10 @@ size_t roundUpToPage(size_t bytes) {
 }
 
 ShmSegment::~ShmSegment() {
-  if (base_ != nullptr) munmap(base_, size_);
+  if (base_ != nullptr) {
+    device::releaseHostRange(base_, size_);  // an executor may have registered part of it for the GPU
+    munmap(base_, size_);
+  }
   if (fd_ >= 0) close(fd_);
   unlinkName();
 }

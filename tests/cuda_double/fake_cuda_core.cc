@@ -412,6 +412,14 @@ extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaSynchronizati
   return fakecuda::gSynchronizations.load(std::memory_order_relaxed);
 }
 
+extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaRegisteredHostBytes() {
+  std::lock_guard<std::mutex> lock(fakecuda::memoryMutex());
+  uint64_t bytes = 0;
+  for (const auto& [base, a] : fakecuda::allocations())
+    if (a.kind == fakecuda::Kind::kPinned && !a.owned) bytes += a.bytes;
+  return bytes;
+}
+
 extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaEventQueries() {
   return fakecuda::gEventQueries.load(std::memory_order_relaxed);
 }

@@ -177,3 +177,5 @@ extern "C" cudaError_t fakeCudaLaunchBlocks(cudaStream_t stream, void (*fn)(void
 // that an enqueue path never synchronises. Declared weak by callers that may
 // run against the real CUDA too.
 extern "C" uint64_t fakeCudaSynchronizations();
+// Bytes of host memory registered (cudaHostRegister, cuMemHostRegister) and not yet unregistered.
+extern "C" uint64_t fakeCudaRegisteredHostBytes();

@@ -169,6 +169,21 @@ FAKE_API int cuMemFree_v2(unsigned long long p) {
                                                                                                   : kInvalidValue;
 }
 
+// Host memory registered for the device (page-locked, mapped): needs a current context, as the driver does.
+FAKE_API int cuMemHostRegister_v2(void* p, size_t bytes, unsigned int) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+  cudaError_t e = fakecuda::registerHost(p, bytes);
+  if (e == cudaErrorHostMemoryAlreadyRegistered) return 712;
+  return e == cudaSuccess ? kSuccess : kInvalidValue;
+}
+
+FAKE_API int cuMemHostUnregister(void* p) {
+  if (int e = unsafe(); e != kSuccess) return e;
+  if (!fakecuda::contextCurrent()) return 201;
+  return fakecuda::unregisterHost(p) == cudaSuccess ? kSuccess : 713;  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+}
+
 FAKE_API int cuMemGetAddressRange_v2(unsigned long long* base, size_t* bytes, unsigned long long p) {
   fakecuda::Allocation a;
   if (!fakecuda::findAllocation(reinterpret_cast<const void*>(p), &a) || a.kind != fakecuda::Kind::kDevice)

@@ -72,6 +72,7 @@ void operator delete[](void* p, size_t) noexcept { free(p); }
 // The CUDA test double counts the calls that wait for the device; absent on a real GPU.
 extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
 extern "C" __attribute__((weak)) uint64_t fakeCudaEventQueries();
+extern "C" __attribute__((weak)) uint64_t fakeCudaRegisteredHostBytes();
 
 THESEUS_RANK_FN(device_collectives) {
   OPEN_DEVICE_RANK(stream, comm);
@@ -809,4 +810,62 @@ TEST(GpuCudaExecutor, RegisteredBuffersAreReadInPlaceByLocalPeers) {
   for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("registered_zero_copy", n, options));
   std::string rm = std::string("rm -rf ") + dir;
   EXPECT_EQ(system(rm.c_str()), 0);
+}
+
+// Host memory registered for the GPU (device FIFOs with host slots, proxy rings, export tables) is
+// unregistered by its owner before it is unmapped: the driver knows a registration by its address, so a
+// later communicator whose segments land at the same addresses would otherwise be taken as registered
+// and its kernels would reach the old pages. Communicators split off one after another, each used and
+// destroyed (their segments tend to reuse the addresses just freed): results checked every time, and on
+// the CUDA test double the registered bytes go back to what they were once each communicator is gone.
+THESEUS_RANK_FN(destroyed_communicators_unregister) {
+  OPEN_DEVICE_RANK(stream, comm);
+  auto registered = [] { return fakeCudaRegisteredHostBytes ? fakeCudaRegisteredHostBytes() : 0; };
+  const bool expectRegistered = fakeCudaRegisteredHostBytes && getenv("THESEUS_TEST_EXPECT_REGISTERED") != nullptr;
+  const int n = ctx.nranks;
+  const size_t count = (1 << 18) + 7;
+  std::vector<float> host(count);
+  float* buf;
+  CUDA_OK(cudaMalloc(&buf, count * sizeof(float)));
+  auto allreduce = [&](ncclComm_t c, int life) -> int {
+    for (size_t i = 0; i < count; ++i) host[i] = float((i % 11) + ctx.rank + life);
+    CUDA_OK(cudaMemcpy(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    RANK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 13) RANK_CHECK(host[i] == float(n * ((i % 11) + life) + n * (n - 1) / 2));
+    return 0;
+  };
+  const uint64_t before = registered();
+  for (int life = 0; life < 3; ++life) {
+    ncclComm_t child;
+    RANK_NCCL(ncclCommSplit(comm, 0, ctx.rank, &child, nullptr));
+    RANK_CHECK(allreduce(child, life) == 0);
+    const uint64_t during = registered();
+    if (expectRegistered) RANK_CHECK(during > before);
+    RANK_NCCL(ncclCommDestroy(child));
+    if (registered() != before)
+      fprintf(stderr, "[rank %d] communicator %d left %llu bytes registered (%llu while it lived)\n", ctx.rank, life,
+              static_cast<unsigned long long>(registered() - before), static_cast<unsigned long long>(during - before));
+    RANK_CHECK(registered() == before);
+  }
+  RANK_CHECK(allreduce(comm, 3) == 0);
+  RANK_NCCL(ncclCommDestroy(comm));
+  RANK_CHECK(registered() == before);
+  CUDA_OK(cudaFree(buf));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+TEST(GpuCudaExecutor, DestroyedCommunicatorsLeaveNothingRegistered) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto slotsInHostMemory = cudaExecutor();  // device FIFOs in the shared-memory inboxes
+  slotsInHostMemory.env["NCCL_P2P_DISABLE"] = "1";
+  slotsInHostMemory.env["THESEUS_TEST_EXPECT_REGISTERED"] = "1";
+  auto proxied = cudaExecutor();  // every rank a host of its own: proxy rings
+  proxied.env["THESEUS_TEST_HOST_PER_RANK"] = "1";
+  proxied.env["THESEUS_TEST_EXPECT_REGISTERED"] = "1";
+  for (const auto* options : {&slotsInHostMemory, &proxied})
+    EXPECT_RANKS_OK(theseus::test::runRanks("destroyed_communicators_unregister", 2, *options));
+  EXPECT_RANKS_OK(theseus::test::runRanks("destroyed_communicators_unregister", 2, cudaExecutor()));  // GPU slots
 }

@@ -6,10 +6,13 @@
 // What it needs from memory:
 //  * buffers: device or pinned host memory (plans with pageable host buffers
 //    or host scratch go to the staging executor instead, see executorFor);
-//  * FIFOs: the communicator's device FIFOs (shared host memory), registered
-//    with cudaHostRegister (mapped, portable) the first time a kernel uses
-//    them, so kernels on any GPU of the node reach them — "copies through
-//    pinned host memory", which works across GPUs without peer access;
+//  * FIFOs: the communicator's device FIFOs. Those in the receiver's GPU
+//    memory need nothing; those with host slots (shared host memory: no CUDA
+//    IPC with the peer, NCCL_P2P_DISABLE, the proxy's rings for other hosts)
+//    are registered (mapped, portable; device/host_registry.h) the first time
+//    a kernel uses them, so kernels on any GPU of the node reach them —
+//    "copies through pinned host memory", which works across GPUs without
+//    peer access — and unregistered by their owner before it unmaps them;
 //  * images: each run()'s device plans and lane descriptors are copied into a
 //    slot of pinned mapped memory; a slot is reused once the event recorded
 //    after its kernels completed (a ring, so a warm communicator neither
@@ -47,6 +50,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "device/host_registry.h"
 #include "exec/device/cuda_launch.h"
 #include "exec/device/dev_lower.h"
 #include "exec/device/dev_split.h"
@@ -61,28 +65,6 @@ Status cudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
   return Status(ncclUnhandledCudaError, std::string(what) + " failed: " + cudaGetErrorName(e) + " (" +
                                             cudaGetErrorString(e) + ")");
-}
-
-// Host ranges registered for device access, process-wide: a segment is
-// registered once from its base; a later need for more of it (a FIFO with
-// host slots in a segment first registered for its control area) registers
-// the rest as a range of its own, never re-registering what kernels may use.
-Status registerForDevice(void* base, size_t bytes) {
-  if (base == nullptr || bytes == 0) return Status::ok();  // nothing in host memory (FIFOs wholly on the device)
-  static std::mutex mu;
-  static std::map<void*, size_t> registered;  // base -> bytes registered from it
-  std::lock_guard<std::mutex> lock(mu);
-  size_t& have = registered[base];
-  if (bytes <= have) return Status::ok();
-  cudaError_t e = cudaHostRegister(static_cast<char*>(base) + have, bytes - have,
-                                   cudaHostRegisterMapped | cudaHostRegisterPortable);
-  if (e == cudaErrorHostMemoryAlreadyRegistered) {
-    (void)cudaGetLastError();
-    e = cudaSuccess;
-  }
-  TH_CHECK(cudaCheck(e, "cudaHostRegister of a device FIFO segment"));
-  have = bytes;
-  return Status::ok();
 }
 
 // A bump allocator over one pinned, mapped chunk (reset per use).
@@ -512,8 +494,8 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
       }
       for (const PlanConn& c : p.conns) {
         TH_ASSIGN(transport::DeviceFifo f, p.transports->deviceFifo(c.peer, c.channel, c.isSend));
-        TH_CHECK(registerForDevice(f.segmentBase, f.segmentBytes));
-        TH_CHECK(registerForDevice(f.directTablesBase, f.directTablesBytes));
+        TH_CHECK(device::registerHostRange(p.cudaDev, f.segmentBase, f.segmentBytes));
+        TH_CHECK(device::registerHostRange(p.cudaDev, f.directTablesBase, f.directTablesBytes));
       }
     }
     laneBlocks_[l] = blocks;

@@ -2,20 +2,28 @@
 // CUDA device, found through an already-loaded driver only (a CPU-only process
 // never loads it), and buffers are classified by where they live.
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "device/cuda_driver.h"
+#include "device/host_registry.h"
+
+// Present only in the CUDA test double (tests/cuda_double), where libcuda is loaded from the start.
+extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
 
 namespace theseus::device {
 namespace {
 
 TEST(CudaDriver, FollowsTheCallersCurrentDevice) {
-  // Nothing in this process touched CUDA yet: the driver is not loaded, so "no device".
+  // Nothing in this process touched CUDA yet: the driver is not loaded, so "no device" (the double is
+  // linked in, so loaded from the start).
   EXPECT_EQ(CudaDriver::callerDevice(), -1);
-  EXPECT_EQ(CudaDriver::visibleDevices(), -1);
+  if (!fakeCudaSynchronizations) {
+    EXPECT_EQ(CudaDriver::visibleDevices(), -1);
+  }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
   for (int d = n - 1; d >= 0; --d) {
@@ -50,6 +58,65 @@ TEST(CudaDriver, ClassifiesMemory) {
   EXPECT_EQ(cuda->memoryInfo(nullptr).kind, MemoryKind::kHost);
   cudaFree(dev);
   cudaFreeHost(pinned);
+}
+
+// Host memory registered for the GPU through the registry, as the CUDA executor registers a device
+// FIFO's segment: first its control area, later the rest; then released before the memory goes, and
+// the same addresses mapped again are registered anew (a stale registration would make them look
+// registered already). A range the driver had registered before is left as the registry found it.
+TEST(HostRegistry, RegistrationsEndWithTheirMemory) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+  const CudaDriver* cuda = CudaDriver::get();
+  ASSERT_NE(cuda, nullptr);
+  const size_t page = 4096, bytes = 16 * page;
+  auto mapAt = [&](void* hint) {
+    void* m = mmap(hint, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | (hint ? MAP_FIXED : 0), -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    return static_cast<char*>(m);
+  };
+  const size_t before = registeredHostBytes();
+  char* m = mapAt(nullptr);
+  EXPECT_EQ(cuda->memoryKind(m), MemoryKind::kHost);
+  ASSERT_TRUE(registerHostRange(0, m, 4 * page).isOk());  // the control area
+  EXPECT_EQ(cuda->memoryKind(m + page), MemoryKind::kHostPinned);
+  EXPECT_EQ(cuda->memoryKind(m + 8 * page), MemoryKind::kHost);
+  ASSERT_TRUE(registerHostRange(0, m, bytes).isOk());  // then all of it: only the rest is registered
+  EXPECT_EQ(cuda->memoryKind(m + 8 * page), MemoryKind::kHostPinned);
+  ASSERT_TRUE(registerHostRange(0, m, 2 * page).isOk());  // covered already
+  EXPECT_EQ(registeredHostBytes() - before, bytes);
+  releaseHostRange(m + page, page);  // any overlap releases the whole registration
+  EXPECT_EQ(registeredHostBytes(), before);
+  EXPECT_EQ(cuda->memoryKind(m), MemoryKind::kHost);
+  EXPECT_EQ(cuda->memoryKind(m + 8 * page), MemoryKind::kHost);
+  releaseHostRange(m, bytes);  // nothing left: harmless
+  munmap(m, bytes);
+
+  char* again = mapAt(m);  // the same addresses, new pages
+  ASSERT_EQ(again, m);
+  ASSERT_TRUE(registerHostRange(0, again, bytes).isOk());
+  EXPECT_EQ(cuda->memoryKind(again + 8 * page), MemoryKind::kHostPinned);
+  releaseHostRange(again, bytes);
+  EXPECT_EQ(cuda->memoryKind(again), MemoryKind::kHost);
+
+  // Registered by the application before: used, never unregistered by the registry.
+  ASSERT_EQ(cudaHostRegister(again, bytes, cudaHostRegisterMapped), cudaSuccess);
+  ASSERT_TRUE(registerHostRange(0, again, bytes).isOk());
+  releaseHostRange(again, bytes);
+  EXPECT_EQ(cuda->memoryKind(again), MemoryKind::kHostPinned);
+  EXPECT_EQ(cudaHostUnregister(again), cudaSuccess);
+  munmap(again, bytes);
+  EXPECT_EQ(registeredHostBytes(), before);
+
+  // A device that does not exist: a clear error, nothing recorded.
+  char* other = mapAt(nullptr);
+  Status bad = registerHostRange(n + 7, other, bytes);
+  EXPECT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("bytes of host memory for the GPU"), std::string::npos) << bad.message();
+  EXPECT_EQ(registeredHostBytes(), before);
+  munmap(other, bytes);
 }
 
 }  // namespace
