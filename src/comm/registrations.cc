@@ -31,7 +31,8 @@ void noteEffect(const char* call, const void* buff, size_t size) {
   if (buff != nullptr && cuda != nullptr && cuda->isDevicePointer(buff)) {
     if (!notedDevice.exchange(true))
       TH_INFO(log::kReg, "%s: device memory; with THESEUS_DEVICE_EXECUTOR=cuda, local peers' kernels read it in "
-              "place through CUDA IPC once they mapped it (from their next group on)", call);
+              "place through CUDA IPC (VMM memory: a file descriptor) once they mapped it (from their next group on)",
+              call);
     return;
   }
   transport::SharedRegionRef ref;

@@ -108,7 +108,7 @@ const Reason kReasons[] = {
     {"COLLNET", "no CollNet (in-network reduction)"},
     {"GDR", "no GPUDirect RDMA yet"},
     {"NET_GDR", "no GPUDirect RDMA yet"},
-    {"CUMEM", "buffers are allocated by the caller; Theseus allocates no cuMem memory of its own"},
+    {"CUMEM_HOST", "host memory is the caller's or shared segments; Theseus allocates no cuMem host memory"},
     {"DMABUF", "no RDMA registration yet"},
     {"NET_", "the net-plugin backend uses one plugin device per rank and host memory: no NIC merging, shared "
              "comms or buffers, forced flushes or overhead tuning"},

@@ -25,6 +25,7 @@ struct DriverLoader {
     void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (h == nullptr) return nullptr;
     auto* d = new CudaDriver();
+    d->library_ = h;
     d->init_ = dlsym(h, "cuInit");
     d->pointerGetAttribute_ = dlsym(h, "cuPointerGetAttribute");
     d->pointerGetAttributes_ = dlsym(h, "cuPointerGetAttributes");
@@ -104,6 +105,8 @@ Status CudaDriver::check(int rc, const char* what) const {
   if (getErrorName_) reinterpret_cast<CuResult (*)(int, const char**)>(getErrorName_)(rc, &name);
   return Status(ncclUnhandledCudaError, std::string(what) + " failed: " + name + " (" + std::to_string(rc) + ")");
 }
+
+void* CudaDriver::symbol(const char* name) const { return dlsym(library_, name); }
 
 int CudaDriver::callerDevice() {
   const CudaDriver* d = get();

@@ -101,9 +101,13 @@ class CudaDriver {
   Status useDevice(int dev) const;
   int deviceCount() const;    // -1 when the driver cannot tell
 
+  // For the driver leaf's other files (vmm.cc): an entry point of the loaded driver (null when it has
+  // none), and a driver result as a Status naming `what` and the driver's error name.
+  void* symbol(const char* name) const;
+  Status check(int rc, const char* what) const;
+
  private:
   CudaDriver() = default;
-  Status check(int rc, const char* what) const;
   using Fn = void*;
   Fn init_ = nullptr, pointerGetAttribute_ = nullptr, memcpyDtoH_ = nullptr, memcpyHtoDAsync_ = nullptr,
      streamSynchronize_ = nullptr, streamIsCapturing_ = nullptr, memAlloc_ = nullptr, memFree_ = nullptr,
@@ -114,6 +118,7 @@ class CudaDriver {
      ctxEnablePeerAccess_ = nullptr, pointerGetAttributes_ = nullptr, memHostRegister_ = nullptr,
      memHostUnregister_ = nullptr;
   Result<void*> primaryContext(int dev) const;
+  void* library_ = nullptr;  // the dlopen handle
   friend struct DriverLoader;
 };
 

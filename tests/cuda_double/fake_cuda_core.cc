@@ -93,7 +93,9 @@ constexpr uint64_t kIpcMagic = 0x4350494b41464355ull;
 
 bool ipcExport(const void* p, unsigned char handle[64]) {
   Allocation a;
-  if (!findAllocation(p, &a) || a.base != reinterpret_cast<uintptr_t>(p) || a.fd < 0 || a.imported) return false;
+  // VMM memory is not legacy-IPC capable: cuIpcGetMemHandle refuses it, as the driver does.
+  if (!findAllocation(p, &a) || a.base != reinterpret_cast<uintptr_t>(p) || a.fd < 0 || a.imported || a.vmm)
+    return false;
   IpcHandle h{kIpcMagic, getpid(), a.fd, a.bytes, {}};
   memcpy(handle, &h, sizeof(h));
   return true;
@@ -125,6 +127,22 @@ bool ipcClose(void* p) {
     allocations().erase(it);
   }
   munmap(p, bytes);
+  return true;
+}
+
+void recordMapping(uintptr_t base, size_t bytes, int device, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  Allocation a{base, bytes, Kind::kDevice, device, false, -1, false};
+  a.vmm = true;
+  a.handle = handle;
+  allocations()[base] = a;
+}
+
+bool forgetMapping(uintptr_t base, size_t bytes) {
+  std::lock_guard<std::mutex> lock(memoryMutex());
+  auto it = allocations().find(base);
+  if (it == allocations().end() || !it->second.vmm || it->second.bytes != bytes) return false;
+  allocations().erase(it);
   return true;
 }
 

@@ -63,7 +63,12 @@ struct Allocation {
   bool owned = false;  // allocated by the double (freed by it), not registered
   int fd = -1;         // device memory: the memfd behind it (what an IPC handle names)
   bool imported = false;  // another process's device memory, opened by cuIpcOpenMemHandle
+  bool vmm = false;       // a mapping of a cuMemCreate/cuMemImportFromShareableHandle handle (fake_cuda_vmm.cc)
+  uint64_t handle = 0;    // vmm: the handle mapped there
 };
+// Records a mapping of the VMM API (cuMemMap) as device memory / removes it (cuMemUnmap).
+void recordMapping(uintptr_t base, size_t bytes, int device, uint64_t handle);
+bool forgetMapping(uintptr_t base, size_t bytes);
 
 // Memory known to the double. find() answers for any address inside a range.
 bool findAllocation(const void* p, Allocation* out);

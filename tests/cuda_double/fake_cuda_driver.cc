@@ -13,7 +13,7 @@
 
 namespace {
 enum : int { kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kStreamCaptureUnsupported = 900 };
-enum : int { kAttrMemoryType = 2, kAttrDeviceOrdinal = 9 };
+enum : int { kAttrMemoryType = 2, kAttrDeviceOrdinal = 9, kAttrLegacyIpcCapable = 10 };
 enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2 };
 
 int unsafe() { return fakecuda::checkUnsafeCall() == cudaSuccess ? kSuccess : kStreamCaptureUnsupported; }
@@ -40,6 +40,9 @@ FAKE_API int cuPointerGetAttribute(void* data, int attribute, unsigned long long
       return kSuccess;
     case kAttrDeviceOrdinal:
       *static_cast<int*>(data) = a.device;
+      return kSuccess;
+    case kAttrLegacyIpcCapable:  // cudaMalloc/cuMemAlloc memory; not VMM mappings or IPC imports
+      *static_cast<int*>(data) = a.kind == fakecuda::Kind::kDevice && !a.vmm && !a.imported ? 1 : 0;
       return kSuccess;
     default:
       return kInvalidValue;

@@ -40,8 +40,9 @@ INSTANTIATE_TEST_SUITE_P(Harness, OnDevice, testing::ValuesIn(everyPerfProgram({
                          perfCaseName);
 
 // Zero-copy: with buffers registered (-R 1: ncclCommRegister; -R 2: windows),
-// local peers' kernels read them in place through CUDA IPC — or as they are
-// for ranks that are threads of one process (-t 2). Every collective, type
+// local peers' kernels read them in place — ncclMemAlloc memory shared as a
+// file descriptor (CUDA's VMM API), or as they are for ranks that are threads
+// of one process (-t 2). Every collective, type
 // and op, checked with -c 1.
 class OnDeviceZeroCopy : public testing::TestWithParam<PerfCase> {};
 
@@ -60,7 +61,9 @@ TEST_P(OnDeviceZeroCopy, RegisteredBuffersAreReadInPlace) {
   ASSERT_EQ(r.exitCode, 0) << diag(r);
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
   const std::string all = r.out + r.err;
-  EXPECT_NE(all.find(threads ? "in place (same process)" : "in place (CUDA IPC)"), std::string::npos) << diag(r);
+  // The harness allocates with ncclMemAlloc: memory of CUDA's VMM API, shared as a file descriptor.
+  EXPECT_NE(all.find(threads ? "in place (same process)" : "in place (CUDA VMM, file descriptor)"), std::string::npos)
+      << diag(r);
   EXPECT_NE(all.find("in place from its registered device buffers (zero-copy)"), std::string::npos) << diag(r);
   EXPECT_EQ(all.find("through FIFO slots"), std::string::npos) << diag(r);
 }
@@ -106,7 +109,8 @@ TEST(OnDeviceSlots, InGpuMemoryThroughCudaIpcUnlessP2pIsDisabled) {
 // current device whichever it set last) and as threads or processes on a
 // device each. The CUDA executor launches each rank's kernel on its own
 // device, and the pairs get device slots and zero-copy reads through peer
-// access (threads) or CUDA IPC (processes). On the CUDA test double with 2
+// access (threads) or, between processes, a file descriptor (ncclMemAlloc's
+// VMM memory) or CUDA IPC (cudaMalloc memory, --malloc). On the CUDA test double with 2
 // devices, whose launches and event records refuse a stream of another device
 // than the current one, as CUDA does.
 TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
@@ -116,16 +120,19 @@ TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
     const char* gpus;
     const char* prog;
     const char* mapping;
+    bool cudaMalloc = false;  // --malloc: cudaMalloc buffers (legacy CUDA IPC) instead of ncclMemAlloc's (VMM)
   };
   const Case cases[] = {{1, "1", "2", "all_reduce_perf", "in place (same process)"},
                         {1, "1", "2", "sendrecv_perf", "in place (same process)"},
                         {1, "2", "1", "all_gather_perf", "in place (same process)"},
-                        {2, "1", "1", "alltoall_perf", "in place (CUDA IPC)"}};
+                        {2, "1", "1", "alltoall_perf", "in place (CUDA VMM, file descriptor)"},
+                        {2, "1", "1", "alltoall_perf", "in place (CUDA IPC)", true}};
   for (const Case& c : cases) {
     std::vector<std::string> argv = {THESEUS_RUN, "-np", std::to_string(c.np), "--timeout", "100", "--",
                                      std::string(PERF_BIN_DIR) + "/" + c.prog + "_cuda_double",
                                      "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-d", "all",
                                      "-t", c.threads, "-g", c.gpus, "-R", "1", "-T", "30"};
+    if (c.cudaMalloc) argv.push_back("--malloc");
     ProcResult r = runProcess(argv,
                               {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"THESEUS_FAKE_CUDA_DEVICES", "2"},
                                {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,REG"}},

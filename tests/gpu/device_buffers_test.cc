@@ -732,8 +732,15 @@ THESEUS_RANK_FN(registered_zero_copy) {
   const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
   const size_t count = (1 << 18) + 5, bytes = count * sizeof(float);
   float *send, *recv;
-  CUDA_OK(cudaMalloc(&send, bytes));
-  CUDA_OK(cudaMalloc(&recv, bytes));
+  // THESEUS_TEST_MEMALLOC: every buffer from ncclMemAlloc (VMM memory, shared through file descriptors).
+  const bool memAlloc = getenv("THESEUS_TEST_MEMALLOC") != nullptr;
+  if (memAlloc) {
+    RANK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&send), bytes));
+    RANK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&recv), bytes));
+  } else {
+    CUDA_OK(cudaMalloc(&send, bytes));
+    CUDA_OK(cudaMalloc(&recv, bytes));
+  }
   std::vector<float> host(count), got(count);
   auto fill = [&](float* dst, int iter) -> int {
     for (size_t i = 0; i < count; ++i) host[i] = float((i % 13) + 100 * ctx.rank + iter);
@@ -761,12 +768,23 @@ THESEUS_RANK_FN(registered_zero_copy) {
     for (size_t i = 0; i < count; i += 29) RANK_CHECK(got[i] == float((i % 13) + 100 * prev + iter));
     return 0;
   };
+  // With ncclMemAlloc memory, a dozen more registrations first: their descriptors fill the peers' queues
+  // (net.unix.max_dgram_qlen, often 10), so those of `send` and `recv` reach the peers only at later groups.
+  std::vector<void*> extra(memAlloc ? 12 : 0), extraHandles(extra.size());
+  for (size_t i = 0; i < extra.size(); ++i) {
+    RANK_NCCL(ncclMemAlloc(&extra[i], 4096));
+    RANK_NCCL(ncclCommRegister(comm, extra[i], 4096, &extraHandles[i]));
+  }
   void *hs = nullptr, *hr = nullptr;
   RANK_NCCL(ncclCommRegister(comm, send, bytes, &hs));
   RANK_NCCL(ncclCommRegister(comm, recv, bytes, &hr));
   for (int iter = 0; iter < 4; ++iter) RANK_CHECK(round(send, recv, iter, iter == 3) == 0);
   RANK_NCCL(ncclCommDeregister(comm, hs));
   RANK_NCCL(ncclCommDeregister(comm, hr));
+  for (size_t i = 0; i < extra.size(); ++i) {
+    RANK_NCCL(ncclCommDeregister(comm, extraHandles[i]));
+    RANK_NCCL(ncclMemFree(extra[i]));
+  }
   for (int iter = 4; iter < 6; ++iter) RANK_CHECK(round(send, recv, iter, false) == 0);  // FIFO slots again
   // ncclMemAlloc memory as a window.
   void* win = nullptr;
@@ -776,8 +794,13 @@ THESEUS_RANK_FN(registered_zero_copy) {
   for (int iter = 6; iter < 9; ++iter) RANK_CHECK(round(static_cast<float*>(win), recv, iter, false) == 0);
   RANK_NCCL(ncclCommWindowDeregister(comm, w));
   RANK_NCCL(ncclMemFree(win));
-  CUDA_OK(cudaFree(send));
-  CUDA_OK(cudaFree(recv));
+  if (memAlloc) {
+    RANK_NCCL(ncclMemFree(send));
+    RANK_NCCL(ncclMemFree(recv));
+  } else {
+    CUDA_OK(cudaFree(send));
+    CUDA_OK(cudaFree(recv));
+  }
   RANK_NCCL(ncclCommDestroy(comm));
   CUDA_OK(cudaStreamDestroy(stream));
   if (n > 1) {
@@ -808,6 +831,11 @@ TEST(GpuCudaExecutor, RegisteredBuffersAreReadInPlaceByLocalPeers) {
   options.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
   options.env["THESEUS_TEST_EXPECT_MAPPING"] = "CUDA IPC";
   for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("registered_zero_copy", n, options));
+  // ncclMemAlloc memory (CUDA's VMM API), which legacy CUDA IPC cannot share: its physical allocation goes to
+  // the peers as a file descriptor, and they read it in place as well.
+  options.env["THESEUS_TEST_MEMALLOC"] = "1";
+  options.env["THESEUS_TEST_EXPECT_MAPPING"] = "CUDA VMM, file descriptor";
+  for (int n : {2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("registered_zero_copy", n, options));
   std::string rm = std::string("rm -rf ") + dir;
   EXPECT_EQ(system(rm.c_str()), 0);
 }

@@ -5,8 +5,13 @@
 #include <cstring>
 #include <new>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/log.h"
 #include "device/cuda_driver.h"
+#include "device/vmm.h"
+#include "transport/shm/fd_mailbox.h"
 #include "transport/shm_segment.h"
 
 namespace theseus::transport {
@@ -15,6 +20,7 @@ namespace {
 constexpr uint64_t kMagic = 0x5850584548545454ull;  // "TTTHEXPX"
 constexpr uint32_t kVersion = 1;
 constexpr const char* kPrefix = "devexp";
+enum : uint32_t { kShareLegacyIpc = 0, kShareVmmFd = 1 };
 }  // namespace
 
 struct alignas(64) DeviceExports::Header {
@@ -32,8 +38,8 @@ struct alignas(64) DeviceExports::Entry {
   uint64_t base;                     // the allocation, in the owner's address space
   uint64_t bytes;
   int32_t device;
-  uint32_t reserved;
-  unsigned char handle[64];          // cuIpcGetMemHandle of `base`
+  uint32_t sharing;                  // kShareLegacyIpc or kShareVmmFd (for peers in other processes)
+  unsigned char handle[64];          // cuIpcGetMemHandle of `base` (kShareLegacyIpc)
   uint64_t pad[4];
 };
 
@@ -48,6 +54,7 @@ struct DeviceExports::Peer {
     uint64_t generation = 0;
     void* mapped = nullptr;
     bool ipc = false;
+    device::Vmm::Mapping vmm;  // base set: mapped from a file descriptor
   } imported[kMaxEntries];
 };
 
@@ -116,6 +123,15 @@ Result<std::unique_ptr<DeviceExports>> DeviceExports::create(uint64_t commHash, 
   char head[96];
   snprintf(head, sizeof(head), "%s:%d:%" PRIx64 ":%d:", kPrefix, pid, processCookie, x->device_);
   x->locator_ = std::string(head) + x->own_->locator();
+  if (device::Vmm::get() != nullptr) {
+    auto mailbox = FdMailbox::open(commHash, rank);
+    if (mailbox.isOk()) {
+      x->mailbox_ = mailbox.take();
+    } else {
+      TH_INFO(log::kShm | log::kReg, "rank %d: registered VMM device buffers are read through FIFO slots by peers in "
+              "other processes: %s", rank, mailbox.status().message().c_str());
+    }
+  }
   return x;
 }
 
@@ -123,6 +139,7 @@ DeviceExports::~DeviceExports() {
   for (auto& p : peers_)
     for (uint32_t e = 0; e < kMaxEntries; ++e)
       if (p->imported[e].generation != 0) unmap(*p, e);
+  for (const Undelivered& u : undelivered_) close(u.fd);
 }
 
 Status DeviceExports::openPeer(int rank, int localIndex, const std::string& locator) {
@@ -177,16 +194,36 @@ Status DeviceExports::exportBuffer(uint64_t id, const void* p, size_t bytes) {
     device::CudaDriver::IpcHandle handle{};
     bool sharedWithOtherProcesses = false;
     for (const auto& peer : peers_) sharedWithOtherProcesses |= !peer->sameProcess;
-    if (sharedWithOtherProcesses) {
+    const device::Vmm* vmm = device::Vmm::get();
+    const bool viaFd = sharedWithOtherProcesses && vmm != nullptr && !vmm->legacyIpcCapable(allocBase);
+    int fd = -1;
+    if (viaFd) {
+      if (mailbox_ == nullptr)
+        return invalidUsage("this VMM allocation needs its file descriptor passed to local peers, and this rank has "
+                            "no mailbox for that");
+      TH_ASSIGN(fd, vmm->exportFd(allocBase));
+    } else if (sharedWithOtherProcesses) {
       TH_ASSIGN(handle, cuda->ipcExport(allocBase));
     }
     Entry& en = table[slot];
     en.base = reinterpret_cast<uintptr_t>(allocBase);
     en.bytes = allocBytes;
     en.device = cuda->deviceOf(allocBase);
+    en.sharing = viaFd ? kShareVmmFd : kShareLegacyIpc;
     memcpy(en.handle, handle.bytes, sizeof(en.handle));
-    en.generation.store(nextGeneration_++, std::memory_order_release);
+    const uint64_t generation = nextGeneration_++;
+    if (viaFd) {
+      // One copy of the descriptor per peer in another process; delivered now or at a later refresh.
+      for (const auto& peer : peers_)
+        if (!peer->sameProcess) {
+          const int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+          if (dup >= 0) undelivered_.push_back(Undelivered{peer->rank, slot, generation, allocBytes, dup});
+        }
+      close(fd);
+    }
+    en.generation.store(generation, std::memory_order_release);
     reinterpret_cast<Header*>(own_->base())->changes.fetch_add(1, std::memory_order_release);
+    deliverLocked();
   }
   ++refs_[slot];
   registrations_.push_back(Registration{id, slot, static_cast<const char*>(p), bytes});
@@ -202,6 +239,14 @@ void DeviceExports::withdraw(uint64_t id) {
     registrations_.erase(it);
     live_.fetch_sub(1, std::memory_order_relaxed);
     if (--refs_[e] == 0) {
+      for (auto u = undelivered_.begin(); u != undelivered_.end();) {  // nothing left to map
+        if (u->entry != e) {
+          ++u;
+          continue;
+        }
+        close(u->fd);
+        u = undelivered_.erase(u);
+      }
       entries(own_->base())[e].generation.store(0, std::memory_order_release);
       reinterpret_cast<Header*>(own_->base())->changes.fetch_add(1, std::memory_order_release);
     }
@@ -225,6 +270,22 @@ DeviceExportRef DeviceExports::find(const void* p, size_t bytes) const {
   return ref;
 }
 
+// Passes the descriptors peers have not received yet; a peer whose queue is full gets them later.
+void DeviceExports::deliverLocked() {
+  for (auto u = undelivered_.begin(); u != undelivered_.end();) {
+    auto sent = mailbox_->send(u->toRank, FdMailbox::Note{rank_, u->entry, u->generation, u->bytes}, u->fd);
+    if (sent.isOk() && !sent.value()) {
+      ++u;  // full: next time
+      continue;
+    }
+    if (!sent.isOk())
+      TH_INFO(log::kShm | log::kReg, "rank %d reads this rank's registered VMM buffer through FIFO slots: %s", u->toRank,
+              sent.status().message().c_str());
+    close(u->fd);
+    u = undelivered_.erase(u);
+  }
+}
+
 void DeviceExports::unmap(Peer& peer, uint32_t e) {
   Peer::Imported& im = peer.imported[e];
   imports(peer.localIndex)[e] = DeviceImport{};
@@ -233,11 +294,19 @@ void DeviceExports::unmap(Peer& peer, uint32_t e) {
     Status s = device::CudaDriver::get()->ipcClose(im.mapped);
     if (!s.isOk()) TH_INFO(log::kShm, "closing rank %d's exported buffer: %s", peer.rank, s.message().c_str());
   }
+  if (im.vmm.base != nullptr) {
+    Status s = device::Vmm::get()->unmap(im.vmm);
+    if (!s.isOk()) TH_INFO(log::kShm, "unmapping rank %d's exported buffer: %s", peer.rank, s.message().c_str());
+  }
   im = Peer::Imported{};
 }
 
 // Maps what each peer exported since the last look and acks it (see the header).
 void DeviceExports::refresh() {
+  if (mailbox_ != nullptr) {
+    std::lock_guard<std::mutex> owner(mu_);
+    if (!undelivered_.empty()) deliverLocked();
+  }
   std::lock_guard<std::mutex> lock(importMu_);
   for (auto& pp : peers_) {
     Peer& peer = *pp;
@@ -253,10 +322,24 @@ void DeviceExports::refresh() {
       if (g == 0) continue;
       const uint64_t base = table[e].base, bytes = table[e].bytes;
       const int dev = table[e].device;
+      const uint32_t sharing = table[e].sharing;
       device::CudaDriver::IpcHandle handle;
       memcpy(handle.bytes, table[e].handle, sizeof(handle.bytes));
       std::atomic_thread_fence(std::memory_order_acquire);
       if (table[e].generation.load(std::memory_order_relaxed) != g) continue;  // rewritten meanwhile: next change
+      int fd = -1;
+      if (!peer.sameProcess && sharing == kShareVmmFd) {
+        uint64_t noted = 0;
+        fd = mailbox_ != nullptr ? mailbox_->take(peer.rank, e, g, &noted) : -1;
+        if (fd < 0 && mailbox_ != nullptr) {
+          peer.seenChanges = ~uint64_t(0);  // not here yet: look again at the next refresh
+          continue;
+        }
+        if (fd >= 0 && noted != bytes) {
+          close(fd);
+          fd = -1;
+        }
+      }
       Peer::Imported& im = peer.imported[e];
       im.generation = g;  // also when mapping fails: tried once per export
       if (peer.sameProcess) {
@@ -269,21 +352,30 @@ void DeviceExports::refresh() {
         const device::CudaDriver* cuda = device::CudaDriver::get();
         void* mapped = nullptr;
         Status opened = cuda->withDevice(device_, [&]() -> Status {
-          TH_ASSIGN(mapped, cuda->ipcOpen(handle));
+          if (sharing == kShareLegacyIpc) {
+            TH_ASSIGN(mapped, cuda->ipcOpen(handle));
+          } else if (fd < 0) {
+            return remoteError("its file descriptor was not passed (no mailbox here, or a mismatched size)");
+          } else {
+            TH_ASSIGN(im.vmm, device::Vmm::get()->importFd(fd, bytes, device_));
+            mapped = im.vmm.base;
+          }
           return Status::ok();
         });
+        if (fd >= 0) close(fd);
         if (!opened.isOk()) {
           TH_WARN("rank %d reads rank %d's registered buffer of %" PRIu64 " bytes through FIFO slots: %s", rank_,
                   peer.rank, bytes, opened.message().c_str());
           continue;
         }
         im.mapped = mapped;
-        im.ipc = true;
+        im.ipc = sharing == kShareLegacyIpc;
       }
       imports(peer.localIndex)[e] = DeviceImport{static_cast<char*>(im.mapped), bytes};
       acks(theirs, localIndex_)[e].store(g, std::memory_order_release);
       TH_INFO(log::kShm | log::kReg, "rank %d reads rank %d's registered device buffer (%" PRIu64
-              " bytes) in place (%s)", rank_, peer.rank, bytes, im.ipc ? "CUDA IPC" : "same process");
+              " bytes) in place (%s)", rank_, peer.rank, bytes,
+              im.vmm.base != nullptr ? "CUDA VMM, file descriptor" : im.ipc ? "CUDA IPC" : "same process");
     }
   }
 }

@@ -24,6 +24,15 @@
 // The owner's kernels read acks and imports: the executor registers the
 // segment with CUDA (mapped) like the inboxes.
 //
+// Sharing an allocation with a peer in another process: cudaMalloc/cuMemAlloc
+// memory through a legacy CUDA IPC handle in the entry; memory of CUDA's VMM
+// API (ncclMemAlloc's, PyTorch's expandable segments), which legacy IPC
+// refuses, through a file descriptor of its physical allocation (device/vmm.h)
+// that the owner passes to each such peer's mailbox (fd_mailbox.h) when it
+// exports, and again at its later refreshes while a peer's queue was full. A
+// peer that sees the generation before the descriptor arrived maps it at a
+// later refresh. A peer in the same process uses the address as is.
+//
 // Protocol. The owner exports when a device buffer is registered: fields, then
 // the generation (release), then bumps `changes`. A peer maps lazily: each time
 // its executor runs a group, refresh() looks at every peer's `changes` (one
@@ -54,6 +63,7 @@
 namespace theseus::transport {
 
 class ShmSegment;
+class FdMailbox;
 
 class DeviceExports {
  public:
@@ -122,6 +132,18 @@ class DeviceExports {
   std::atomic<uint32_t> live_{0};  // registrations, for a cheap find()
   std::mutex importMu_;  // refresh()
   std::vector<std::unique_ptr<Peer>> peers_;  // set up before any refresh()
+  // File descriptors of VMM exports (null: none can be passed, said at INFO at creation), and those
+  // not yet delivered to a peer whose queue was full (under mu_).
+  std::unique_ptr<FdMailbox> mailbox_;
+  struct Undelivered {
+    int toRank = -1;
+    uint32_t entry = 0;
+    uint64_t generation = 0;
+    uint64_t bytes = 0;
+    int fd = -1;
+  };
+  std::vector<Undelivered> undelivered_;
+  void deliverLocked();
 };
 
 }  // namespace theseus::transport

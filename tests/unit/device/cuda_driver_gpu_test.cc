@@ -3,6 +3,7 @@
 // never loads it), and buffers are classified by where they live.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 #include "device/cuda_driver.h"
 #include "device/host_registry.h"
+#include "device/vmm.h"
 
 // Present only in the CUDA test double (tests/cuda_double), where libcuda is loaded from the start.
 extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
@@ -117,6 +119,59 @@ TEST(HostRegistry, RegistrationsEndWithTheirMemory) {
   EXPECT_NE(bad.message().find("bytes of host memory for the GPU"), std::string::npos) << bad.message();
   EXPECT_EQ(registeredHostBytes(), before);
   munmap(other, bytes);
+}
+
+// ncclMemAlloc's memory (device/vmm.h): device memory that legacy CUDA IPC cannot share, exported as a file
+// descriptor and imported again (here in the same process, at a second address: the same pages), unmapped and
+// freed; a pointer it did not allocate is left alone.
+TEST(Vmm, ShareableAllocationsTravelAsFileDescriptors) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+  const CudaDriver* cuda = CudaDriver::get();
+  const Vmm* vmm = Vmm::get();
+  ASSERT_NE(vmm, nullptr);
+  if (!vmm->shareableOn(0)) GTEST_SKIP() << "device 0 has no VMM allocations shareable as file descriptors";
+  const size_t bytes = 3 << 20;  // not a multiple of the granularity: rounded up
+  auto a = vmm->allocate(bytes);
+  ASSERT_TRUE(a.isOk()) << a.status().message();
+  void* p = a.value();
+  EXPECT_EQ(cuda->memoryKind(p), MemoryKind::kDevice);
+  EXPECT_EQ(cuda->memoryInfo(p).device, 0);
+  EXPECT_FALSE(vmm->legacyIpcCapable(p));
+  void* base = nullptr;
+  size_t mapped = 0;
+  ASSERT_TRUE(cuda->allocationRange(static_cast<char*>(p) + 100, &base, &mapped).isOk());
+  EXPECT_EQ(base, p);
+  EXPECT_GE(mapped, bytes);
+  std::vector<int> host(bytes / sizeof(int));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<int>(i * 7);
+  ASSERT_EQ(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+
+  auto fd = vmm->exportFd(p);
+  ASSERT_TRUE(fd.isOk()) << fd.status().message();
+  auto m = vmm->importFd(fd.value(), mapped, 0);
+  close(fd.value());
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_NE(m.value().base, p);
+  std::vector<int> back(host.size());
+  ASSERT_EQ(cudaMemcpy(back.data(), m.value().base, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+  EXPECT_TRUE(vmm->unmap(m.value()).isOk());
+
+  void* legacy = nullptr;
+  ASSERT_EQ(cudaMalloc(&legacy, 4096), cudaSuccess);
+  EXPECT_TRUE(vmm->legacyIpcCapable(legacy));
+  auto notOurs = vmm->free(legacy);
+  ASSERT_TRUE(notOurs.isOk());
+  EXPECT_FALSE(notOurs.value());
+  EXPECT_FALSE(vmm->exportFd(legacy).isOk());
+  EXPECT_EQ(cudaFree(legacy), cudaSuccess);
+  auto freed = vmm->free(p);
+  ASSERT_TRUE(freed.isOk()) << freed.status().message();
+  EXPECT_TRUE(freed.value());
+  EXPECT_EQ(cuda->memoryKind(p), MemoryKind::kHost);  // gone
 }
 
 }  // namespace
