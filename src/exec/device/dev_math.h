@@ -243,13 +243,17 @@ struct Span {
 // How many of elements [0, n) a span takes.
 TH_HD inline size_t spanCount(Span s, size_t n) { return s.first < n ? (n - s.first + s.stride - 1) / s.stride : 0; }
 
+struct alignas(16) Word16 {
+  unsigned long long lo, hi;
+};
+
 // The element loops below issue the loads of four elements (i, i + stride, ...) before their stores: a thread
 // then has four memory requests in flight instead of one (the first GPU run measured a lane's block at a few GB/s
 // with one). dst may be a or b (in place): each element is still read before it is written.
 constexpr int kUnroll = 4;
 
 template <class E, uint8_t kKind, bool kScaleA>
-TH_HD void combineLoop(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
+TH_HD void combineElemLoop(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
   using V = typename E::Compute;
   const size_t count = spanCount(s, n);
   size_t k = 0;
@@ -273,18 +277,8 @@ TH_HD void combineLoop(const Reduction& r, void* dst, const void* a, const void*
   }
 }
 
-template <class E, bool kScaleA>
-TH_HD void combineKinds(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
-  switch (r.kind) {
-    case kOpSum: return combineLoop<E, kOpSum, kScaleA>(r, dst, a, b, n, s);
-    case kOpProd: return combineLoop<E, kOpProd, kScaleA>(r, dst, a, b, n, s);
-    case kOpMax: return combineLoop<E, kOpMax, kScaleA>(r, dst, a, b, n, s);
-    default: return combineLoop<E, kOpMin, kScaleA>(r, dst, a, b, n, s);
-  }
-}
-
 template <class E>
-TH_HD void scaleLoop(const Reduction& r, void* dst, const void* src, size_t n, Span s) {
+TH_HD void scaleElemLoop(const Reduction& r, void* dst, const void* src, size_t n, Span s) {
   using V = typename E::Compute;
   const size_t count = spanCount(s, n);
   size_t k = 0;
@@ -296,6 +290,120 @@ TH_HD void scaleLoop(const Reduction& r, void* dst, const void* src, size_t n, S
   for (; k < count; ++k) {
     const size_t i = s.first + k * s.stride;
     E::store(dst, i, scale<E, false>(E::load(src, i), r));
+  }
+}
+
+// Reductions over 16-byte packs. A thread loads whole packs (8 bf16 or fp16 elements, 4 floats, 16 fp8 ...) of
+// both inputs with one 16-byte load each, and two packs at a time: 64 bytes in flight per thread instead of the
+// element loop's 4 elements per input (16 bytes for bf16), which is what bounds one block's bandwidth on a GPU
+// (bytes in flight over latency); NVIDIA's kernels move 16 bytes per load too. The elements of a pack are
+// decoded, combined and encoded one by one in registers, exactly as the element loop does, so the results are
+// the same bits. Only when dst, a and b agree modulo 16 bytes: the elements before the first 16-byte boundary
+// and after the last whole pack take the element loop, each shared among the team as the packs are.
+template <class E>
+struct Pack {
+  using S = typename E::Storage;
+  static constexpr size_t kElems = 16 / sizeof(S);
+  S v[kElems];
+};
+constexpr int kPackUnroll = 2;
+
+// Calls body(first element, count, span) for the head and tail elements and pack(index span) for the packs,
+// when the three addresses share their alignment; returns false (nothing done) when they do not.
+template <class S, class ElemFn, class PackFn>
+TH_HD inline bool splitIntoPacks(const void* dst, const void* a, const void* b, size_t n, ElemFn&& elems,
+                                 PackFn&& packs) {
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst);
+  if ((d - reinterpret_cast<uintptr_t>(a)) % 16 != 0 || (d - reinterpret_cast<uintptr_t>(b)) % 16 != 0 ||
+      d % sizeof(S) != 0)
+    return false;
+  constexpr size_t kPerPack = 16 / sizeof(S);
+  size_t head = (16 - d % 16) % 16 / sizeof(S);
+  if (head > n) head = n;
+  const size_t npacks = (n - head) / kPerPack;
+  elems(size_t{0}, head);
+  packs(head, npacks);
+  elems(head + npacks * kPerPack, n - head - npacks * kPerPack);
+  return true;
+}
+
+template <class E, uint8_t kKind, bool kScaleA>
+TH_HD void combineLoop(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
+  using S = typename E::Storage;
+  using P = Pack<E>;
+  auto elems = [&](size_t first, size_t count) {
+    if (count == 0) return;
+    combineElemLoop<E, kKind, kScaleA>(r, static_cast<S*>(dst) + first, static_cast<const S*>(a) + first,
+                                       static_cast<const S*>(b) + first, count, s);
+  };
+  auto packs = [&](size_t first, size_t npacks) {
+    auto* pd = reinterpret_cast<Word16*>(static_cast<S*>(dst) + first);
+    const auto* pa = reinterpret_cast<const Word16*>(static_cast<const S*>(a) + first);
+    const auto* pb = reinterpret_cast<const Word16*>(static_cast<const S*>(b) + first);
+    auto one = [&](const Word16& wa, const Word16& wb) {
+      const P x = bitCast<P>(wa), y = bitCast<P>(wb);
+      P out;
+      for (size_t j = 0; j < P::kElems; ++j) {
+        auto u = E::load(x.v, j);
+        if constexpr (kScaleA) u = scale<E, true>(u, r);
+        E::store(out.v, j, combine<kKind>(u, E::load(y.v, j)));
+      }
+      return bitCast<Word16>(out);
+    };
+    const size_t count = spanCount(s, npacks);
+    size_t k = 0;
+    for (; k + kPackUnroll <= count; k += kPackUnroll) {
+      Word16 wa[kPackUnroll], wb[kPackUnroll];
+      for (int u = 0; u < kPackUnroll; ++u) {
+        wa[u] = pa[s.first + (k + u) * s.stride];
+        wb[u] = pb[s.first + (k + u) * s.stride];
+      }
+      for (int u = 0; u < kPackUnroll; ++u) pd[s.first + (k + u) * s.stride] = one(wa[u], wb[u]);
+    }
+    for (; k < count; ++k) {
+      const size_t i = s.first + k * s.stride;
+      pd[i] = one(pa[i], pb[i]);
+    }
+  };
+  if (!splitIntoPacks<S>(dst, a, b, n, elems, packs)) combineElemLoop<E, kKind, kScaleA>(r, dst, a, b, n, s);
+}
+
+// dst = scale(src), in packs as combineLoop.
+template <class E>
+TH_HD void scaleLoop(const Reduction& r, void* dst, const void* src, size_t n, Span s) {
+  using S = typename E::Storage;
+  using P = Pack<E>;
+  auto elems = [&](size_t first, size_t count) {
+    if (count != 0) scaleElemLoop<E>(r, static_cast<S*>(dst) + first, static_cast<const S*>(src) + first, count, s);
+  };
+  auto packs = [&](size_t first, size_t npacks) {
+    auto* pd = reinterpret_cast<Word16*>(static_cast<S*>(dst) + first);
+    const auto* pa = reinterpret_cast<const Word16*>(static_cast<const S*>(src) + first);
+    auto one = [&](const Word16& w) {
+      const P x = bitCast<P>(w);
+      P out;
+      for (size_t j = 0; j < P::kElems; ++j) E::store(out.v, j, scale<E, false>(E::load(x.v, j), r));
+      return bitCast<Word16>(out);
+    };
+    const size_t count = spanCount(s, npacks);
+    size_t k = 0;
+    for (; k + kPackUnroll <= count; k += kPackUnroll) {
+      Word16 w[kPackUnroll];
+      for (int u = 0; u < kPackUnroll; ++u) w[u] = pa[s.first + (k + u) * s.stride];
+      for (int u = 0; u < kPackUnroll; ++u) pd[s.first + (k + u) * s.stride] = one(w[u]);
+    }
+    for (; k < count; ++k) pd[s.first + k * s.stride] = one(pa[s.first + k * s.stride]);
+  };
+  if (!splitIntoPacks<S>(dst, src, src, n, elems, packs)) scaleElemLoop<E>(r, dst, src, n, s);
+}
+
+template <class E, bool kScaleA>
+TH_HD void combineKinds(const Reduction& r, void* dst, const void* a, const void* b, size_t n, Span s) {
+  switch (r.kind) {
+    case kOpSum: return combineLoop<E, kOpSum, kScaleA>(r, dst, a, b, n, s);
+    case kOpProd: return combineLoop<E, kOpProd, kScaleA>(r, dst, a, b, n, s);
+    case kOpMax: return combineLoop<E, kOpMax, kScaleA>(r, dst, a, b, n, s);
+    default: return combineLoop<E, kOpMin, kScaleA>(r, dst, a, b, n, s);
   }
 }
 
@@ -322,10 +430,6 @@ TH_HD void copyWords(char* d, const char* a, size_t n, Span s) {
   for (; k < count; ++k) dw[s.first + k * s.stride] = aw[s.first + k * s.stride];
   for (size_t k = head + words * sizeof(W) + s.first; k < n; k += s.stride) d[k] = a[k];
 }
-
-struct alignas(16) Word16 {
-  unsigned long long lo, hi;
-};
 
 TH_HD inline void copyBytes(char* d, const char* a, size_t n, Span s) {
   const uintptr_t skew = reinterpret_cast<uintptr_t>(d) ^ reinterpret_cast<uintptr_t>(a);

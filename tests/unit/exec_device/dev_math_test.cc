@@ -131,6 +131,49 @@ TEST(DeviceMath, CooperatingThreadsCoverEveryElementOnce) {
   for (float v : out) ASSERT_EQ(v, 3.5f);
 }
 
+// Reductions and scaled copies in 16-byte packs (dst, a and b agreeing modulo 16, with element loops for the
+// head and tail) or element by element (they do not agree): every datatype, element offsets that put the
+// three addresses at every skew, lengths around the pack and unroll boundaries, teams of 1 to 512 threads.
+// Each gives the host kernels' bits, and nothing outside the range is written.
+TEST(DeviceMath, PacksAndElementsGiveTheSameBitsAtEveryAlignment) {
+  for (ncclDataType_t t : kTypes) {
+    const size_t esz = typeSize(t);
+    const size_t cap = 200;
+    auto a = inputs(t, cap + 32, 3 + t), b = inputs(t, cap + 32, 300 + t);
+    Reduction r;
+    r.type = t;
+    r.kind = RedKind::kSum;
+    r.preMul = true;
+    r.scalar = isFloatType(t) ? 0.375 : 3.0;
+    const dev::Reduction d = dev::toDevice(r);
+    for (size_t offA = 0; offA < 16 / esz + 1; ++offA)
+      for (size_t offD : {size_t{0}, offA, size_t{1}})
+        for (size_t n : {0, 1, 7, 16, 33, 64, 65, 129, 200})
+          for (size_t threads : {1, 3, 512}) {
+            std::vector<unsigned char> host((cap + 32) * esz), dev((cap + 32) * esz, 0xAB);
+            const unsigned char* pa = a.data() + offA * esz;
+            const unsigned char* pb = b.data() + offA * esz;
+            reduceScaleA(r, host.data() + offD * esz, pa, pb, n);
+            for (size_t k = 0; k < threads; ++k)
+              dev::reduceElems(d, dev.data() + offD * esz, pa, pb, n, true, dev::Span{k, threads});
+            std::vector<unsigned char> want(host.begin() + offD * esz, host.begin() + (offD + n) * esz);
+            std::vector<unsigned char> got(dev.begin() + offD * esz, dev.begin() + (offD + n) * esz);
+            std::string what = "reduce offA " + std::to_string(offA) + " offD " + std::to_string(offD) + " n " +
+                               std::to_string(n) + " threads " + std::to_string(threads);
+            expectSame(t, want, got, what.c_str());
+            for (size_t k = 0; k < dev.size(); ++k) {
+              const bool outside = k < offD * esz || k >= (offD + n) * esz;
+              ASSERT_TRUE(!outside || dev[k] == 0xAB) << what << ": byte " << k << " outside the range was written";
+            }
+            scaleCopy(r, host.data() + offD * esz, pa, n);
+            for (size_t k = 0; k < threads; ++k) dev::scaleElems(d, dev.data() + offD * esz, pa, n, dev::Span{k, threads});
+            want.assign(host.begin() + offD * esz, host.begin() + (offD + n) * esz);
+            got.assign(dev.begin() + offD * esz, dev.begin() + (offD + n) * esz);
+            expectSame(t, want, got, ("scale " + what).c_str());
+          }
+  }
+}
+
 // The kernel's byte copies: words where source and destination agree in alignment (16, 8, 4 bytes), bytes
 // for the unaligned head and the tail, threads of a team taking every stride-th word or byte. Every
 // alignment pair, sizes around the word boundaries and the unroll, teams of 1 to 512 threads: every byte
