@@ -19,6 +19,17 @@ extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
 namespace theseus::device {
 namespace {
 
+// The driver with device 0 current on this thread (what the application does first), and the device count;
+// nullptr when there is no CUDA device.
+const CudaDriver* onDevice0(int* devices) {
+  if (cudaGetDeviceCount(devices) != cudaSuccess || *devices < 1) return nullptr;
+  EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaFree(nullptr), cudaSuccess);
+  const CudaDriver* cuda = CudaDriver::get();
+  EXPECT_NE(cuda, nullptr);
+  return cuda;
+}
+
 TEST(CudaDriver, FollowsTheCallersCurrentDevice) {
   // Nothing in this process touched CUDA yet: the driver is not loaded, so "no device" (the double is
   // linked in, so loaded from the start).
@@ -38,11 +49,8 @@ TEST(CudaDriver, FollowsTheCallersCurrentDevice) {
 
 TEST(CudaDriver, ClassifiesMemory) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
-  const CudaDriver* cuda = CudaDriver::get();
-  ASSERT_NE(cuda, nullptr);
+  const CudaDriver* cuda = onDevice0(&n);
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
   void* dev = nullptr;
   void* pinned = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 4096), cudaSuccess);
@@ -68,11 +76,8 @@ TEST(CudaDriver, ClassifiesMemory) {
 // registered already). A range the driver had registered before is left as the registry found it.
 TEST(HostRegistry, RegistrationsEndWithTheirMemory) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
-  const CudaDriver* cuda = CudaDriver::get();
-  ASSERT_NE(cuda, nullptr);
+  const CudaDriver* cuda = onDevice0(&n);
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
   const size_t page = 4096, bytes = 16 * page;
   auto mapAt = [&](void* hint) {
     void* m = mmap(hint, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | (hint ? MAP_FIXED : 0), -1, 0);
@@ -126,10 +131,8 @@ TEST(HostRegistry, RegistrationsEndWithTheirMemory) {
 // freed; a pointer it did not allocate is left alone.
 TEST(Vmm, ShareableAllocationsTravelAsFileDescriptors) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) GTEST_SKIP() << "no CUDA device";
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
-  const CudaDriver* cuda = CudaDriver::get();
+  const CudaDriver* cuda = onDevice0(&n);
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
   const Vmm* vmm = Vmm::get();
   ASSERT_NE(vmm, nullptr);
   if (!vmm->shareableOn(0)) GTEST_SKIP() << "device 0 has no VMM allocations shareable as file descriptors";
