@@ -239,14 +239,11 @@ void DeviceExports::withdraw(uint64_t id) {
     registrations_.erase(it);
     live_.fetch_sub(1, std::memory_order_relaxed);
     if (--refs_[e] == 0) {
-      for (auto u = undelivered_.begin(); u != undelivered_.end();) {  // nothing left to map
-        if (u->entry != e) {
-          ++u;
-          continue;
-        }
-        close(u->fd);
-        u = undelivered_.erase(u);
-      }
+      std::erase_if(undelivered_, [e](const Undelivered& u) {  // nothing left to map
+        if (u.entry == e) close(u.fd);
+        return u.entry == e;
+      });
+      anyUndelivered_.store(!undelivered_.empty(), std::memory_order_relaxed);
       entries(own_->base())[e].generation.store(0, std::memory_order_release);
       reinterpret_cast<Header*>(own_->base())->changes.fetch_add(1, std::memory_order_release);
     }
@@ -284,6 +281,7 @@ void DeviceExports::deliverLocked() {
     close(u->fd);
     u = undelivered_.erase(u);
   }
+  anyUndelivered_.store(!undelivered_.empty(), std::memory_order_relaxed);
 }
 
 void DeviceExports::unmap(Peer& peer, uint32_t e) {
@@ -303,9 +301,9 @@ void DeviceExports::unmap(Peer& peer, uint32_t e) {
 
 // Maps what each peer exported since the last look and acks it (see the header).
 void DeviceExports::refresh() {
-  if (mailbox_ != nullptr) {
+  if (anyUndelivered_.load(std::memory_order_relaxed)) {  // one load per group while everything was delivered
     std::lock_guard<std::mutex> owner(mu_);
-    if (!undelivered_.empty()) deliverLocked();
+    deliverLocked();
   }
   std::lock_guard<std::mutex> lock(importMu_);
   for (auto& pp : peers_) {

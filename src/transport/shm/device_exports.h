@@ -143,6 +143,7 @@ class DeviceExports {
     int fd = -1;
   };
   std::vector<Undelivered> undelivered_;
+  std::atomic<bool> anyUndelivered_{false};  // !undelivered_.empty(), read without mu_ by refresh()
   void deliverLocked();
 };
 
