@@ -7,6 +7,8 @@
 // communicator's telemetry (when the adaptive machinery is on); a straggling
 // rank of THESEUS_EMULATE stalls before its plans run. An NCCL profiler plugin
 // sees the launch's events around the executor's run (comm/profiling.h).
+#include <algorithm>
+
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
 #include "comm/group.h"
@@ -26,12 +28,22 @@ namespace {
 // buffer of another device than the communicator's, a stream of another
 // context, and a group that mixes device buffers with pageable host memory (no
 // kernel can reach that memory; NCCL would fault). Each is refused before
-// anything runs.
-Status classifyMemory(std::vector<CommOps>& work) {
+// anything runs. Each stream's capture state is read once per group into
+// `captures` (refuseCapture and the executor use it), and each stream is
+// checked once per group and device: a group of many operations on one stream
+// asks the driver about it twice, not twice per operation.
+Status classifyMemory(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures) {
+  captures->clear();
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) return Status::ok();  // no device memory can exist
   const OpDesc* pageable = nullptr;
   const OpDesc* onDevice = nullptr;
+  struct Checked {
+    cudaStream_t stream;
+    int device;
+  };
+  thread_local std::vector<Checked> checked;  // (stream, communicator's device) pairs already checked
+  checked.clear();
   for (auto& w : work) {
     const int n = w.comm->nranks();
     for (auto& op : w.ops) {
@@ -62,21 +74,31 @@ Status classifyMemory(std::vector<CommOps>& work) {
           return invalidArgument("%s %p is memory of CUDA device %d, but the communicator (rank %d) belongs to device %d",
                                  b.name, b.p, dev, w.comm->rank(), w.comm->cudaDev());
       }
+      if (op.stream == nullptr) continue;  // the legacy stream: valid on any device, never captured
+      const device::StreamCapture* capture = device::findCapture(captures, op.stream);
+      if (capture == nullptr) {
+        captures->push_back(cuda->captureState(op.stream));
+        capture = &captures->back();
+      }
       // The stream must be the communicator's device's (NCCL's rule; within a group the calling thread's
       // current device does not matter: one thread may drive communicators on several devices).
       // Not while the stream is being captured: on an H200 (driver 580) cuStreamGetDevice refuses a capturing
       // stream and invalidates the capture (tests/gpu/capture_probe.cu; cudaStreamEndCapture then fails), so a
       // captured operation's stream is checked by the kernel launch itself (CUDA refuses there a stream of
       // another device's context).
-      if (onDevice == &op && !cuda->isCapturing(op.stream)) {
-        const int sdev = cuda->streamDevice(op.stream);
-        if (sdev >= 0 && w.comm->cudaDev() >= 0 && sdev != w.comm->cudaDev())
-          return invalidUsage("the stream %p belongs to CUDA device %d, but the communicator (rank %d) belongs to "
-                              "device %d", static_cast<void*>(op.stream), sdev, w.comm->rank(), w.comm->cudaDev());
-        if (sdev == -2 && !cuda->streamInCurrentContext(op.stream))  // a driver that cannot tell the device
-          return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
-                              static_cast<void*>(op.stream));
-      }
+      if (onDevice != &op || capture->status != device::StreamCapture::Status::kNone) continue;
+      const int commDev = w.comm->cudaDev();
+      if (std::any_of(checked.begin(), checked.end(),
+                      [&](const Checked& c) { return c.stream == op.stream && c.device == commDev; }))
+        continue;
+      const int sdev = cuda->streamDevice(op.stream);
+      if (sdev >= 0 && commDev >= 0 && sdev != commDev)
+        return invalidUsage("the stream %p belongs to CUDA device %d, but the communicator (rank %d) belongs to "
+                            "device %d", static_cast<void*>(op.stream), sdev, w.comm->rank(), commDev);
+      if (sdev == -2 && !cuda->streamInCurrentContext(op.stream))  // a driver that cannot tell the device
+        return invalidUsage("the stream %p belongs to another CUDA context than the calling thread's",
+                            static_cast<void*>(op.stream));
+      checked.push_back({op.stream, commDev});
     }
   }
   if (onDevice != nullptr && pageable != nullptr)
@@ -89,12 +111,12 @@ Status classifyMemory(std::vector<CommOps>& work) {
 // A group on streams being captured into a CUDA graph, for an executor that
 // runs it when called (host memory, the staging path): a replay could not
 // repeat it. Refused before anything runs, so the communicator stays usable.
-Status refuseCapture(const std::vector<CommOps>& work, device::MemoryKindMask memory) {
-  const device::CudaDriver* cuda = device::CudaDriver::get();
-  if (cuda == nullptr) return Status::ok();  // no CUDA, no capture
+Status refuseCapture(const std::vector<CommOps>& work, const std::vector<device::StreamCapture>& captures,
+                     device::MemoryKindMask memory) {
   for (const auto& w : work)
     for (const auto& op : w.ops) {
-      if (op.stream == nullptr || !cuda->isCapturing(op.stream)) continue;
+      const device::StreamCapture* c = device::findCapture(&captures, op.stream);
+      if (c == nullptr || c->status == device::StreamCapture::Status::kNone) continue;
       if ((memory & ~device::kHostAccessibleKinds) == 0)
         return invalidUsage("an operation on host memory (buffer %p) is being captured into a CUDA graph: "
                             "host-memory operations run on the CPU when called, so a replay could not repeat "
@@ -107,7 +129,8 @@ Status refuseCapture(const std::vector<CommOps>& work, device::MemoryKindMask me
 }  // namespace
 
 Status executeOps(std::vector<CommOps>& work) {
-  TH_CHECK(classifyMemory(work));
+  thread_local std::vector<device::StreamCapture> captures;  // per stream of the group
+  TH_CHECK(classifyMemory(work, &captures));
   thread_local std::vector<exec::Lane> lanes;
   lanes.resize(work.size());
   device::MemoryKindMask memory = 0;
@@ -118,7 +141,7 @@ Status executeOps(std::vector<CommOps>& work) {
   }
   exec::Executor* executor;
   TH_ASSIGN(executor, exec::executorFor(memory));
-  if (!executor->capturable()) TH_CHECK(refuseCapture(work, memory));
+  if (!executor->capturable()) TH_CHECK(refuseCapture(work, captures, memory));
   for (auto& w : work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran
@@ -130,6 +153,7 @@ Status executeOps(std::vector<CommOps>& work) {
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
   }
   exec::ExecOptions options;
+  options.captures = &captures;
   int64_t commMs = 0;  // the shortest communicator timeout among the group's (comm/timeouts.h)
   for (auto& w : work)
     if (int64_t t = w.comm->timeoutMs(); t > 0 && (commMs == 0 || t < commMs)) commMs = t;

@@ -33,6 +33,7 @@ struct DriverLoader {
     d->memcpyHtoDAsync_ = dlsym(h, "cuMemcpyHtoDAsync_v2");
     d->streamSynchronize_ = dlsym(h, "cuStreamSynchronize");
     d->streamIsCapturing_ = dlsym(h, "cuStreamIsCapturing");
+    d->streamGetCaptureInfo_ = dlsym(h, "cuStreamGetCaptureInfo_v2");
     d->memAlloc_ = dlsym(h, "cuMemAlloc_v2");
     d->memFree_ = dlsym(h, "cuMemFree_v2");
     d->getErrorName_ = dlsym(h, "cuGetErrorName");
@@ -200,6 +201,27 @@ bool CudaDriver::isCapturing(cudaStream_t stream) const {
   auto fn = reinterpret_cast<CuResult (*)(void*, int*)>(streamIsCapturing_);
   if (fn(stream, &status) != 0) return false;
   return status != 0;
+}
+
+StreamCapture CudaDriver::captureState(cudaStream_t stream) const {
+  StreamCapture c;
+  c.stream = stream;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE, _ACTIVE (1), _INVALIDATED (2)
+  if (streamGetCaptureInfo_ != nullptr) {
+    unsigned long long id = 0;
+    void* graph = nullptr;
+    auto fn = reinterpret_cast<CuResult (*)(void*, int*, unsigned long long*, void**, const void**, size_t*)>(
+        streamGetCaptureInfo_);
+    if (fn(stream, &status, &id, &graph, nullptr, nullptr) != 0) return c;
+    c.id = id;
+    c.graph = graph;
+  } else if (streamIsCapturing_ != nullptr) {
+    if (reinterpret_cast<CuResult (*)(void*, int*)>(streamIsCapturing_)(stream, &status) != 0) return c;
+  }
+  c.status = status == 1   ? StreamCapture::Status::kActive
+             : status == 2 ? StreamCapture::Status::kInvalidated
+                           : StreamCapture::Status::kNone;
+  return c;
 }
 
 Result<void*> CudaDriver::alloc(size_t bytes) const {

@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "device/memory_kind.h"
+#include "device/stream_capture.h"
 #include "nccl.h"
 
 namespace theseus::device {
@@ -64,6 +65,9 @@ class CudaDriver {
   Status synchronize(cudaStream_t stream) const;
   // True when `stream` is being captured into a CUDA graph.
   bool isCapturing(cudaStream_t stream) const;
+  // Whether and into what `stream` is being captured, in one driver call
+  // (cuStreamGetCaptureInfo; a driver without it: cuStreamIsCapturing, and no graph).
+  StreamCapture captureState(cudaStream_t stream) const;
   Result<void*> alloc(size_t bytes) const;
   // Runs `fn` with device `dev`'s primary context current, whatever the calling thread has current,
   // and restores the thread's context after; dev < 0: as is. Memory allocated or IPC handles opened
@@ -116,7 +120,7 @@ class CudaDriver {
      ctxSetCurrent_ = nullptr, ipcGetMemHandle_ = nullptr, ipcOpenMemHandle_ = nullptr, ipcCloseMemHandle_ = nullptr,
      memGetAddressRange_ = nullptr, streamGetDevice_ = nullptr, deviceCanAccessPeer_ = nullptr,
      ctxEnablePeerAccess_ = nullptr, pointerGetAttributes_ = nullptr, memHostRegister_ = nullptr,
-     memHostUnregister_ = nullptr;
+     memHostUnregister_ = nullptr, streamGetCaptureInfo_ = nullptr;
   Result<void*> primaryContext(int dev) const;
   void* library_ = nullptr;  // the dlopen handle
   friend struct DriverLoader;

@@ -35,6 +35,7 @@
 
 #include "common/status.h"
 #include "device/memory_kind.h"
+#include "device/stream_capture.h"
 #include "exec/plan.h"
 
 namespace theseus::exec {
@@ -90,6 +91,9 @@ struct Lane {
 
 struct ExecOptions {
   int64_t stallTimeoutMs = 0;   // no progress for this long => error (THESEUS_STALL_TIMEOUT_MS when 0)
+  // The capture state of the group's streams as the caller read it before lowering (one driver call per
+  // stream); an executor that needs it for a stream not listed asks the driver. Null: none read.
+  const std::vector<device::StreamCapture>* captures = nullptr;
 };
 
 class Executor {

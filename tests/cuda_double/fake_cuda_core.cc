@@ -196,6 +196,15 @@ std::atomic<uint64_t> gEventQueries{0};
 void countSynchronization() { gSynchronizations.fetch_add(1, std::memory_order_relaxed); }
 void countEventQuery() { gEventQueries.fetch_add(1, std::memory_order_relaxed); }
 
+namespace {
+thread_local uint64_t tApiCalls = 0;
+thread_local int tApiDepth = 0;
+}  // namespace
+ApiCall::ApiCall() {
+  if (tApiDepth++ == 0) ++tApiCalls;
+}
+ApiCall::~ApiCall() { --tApiDepth; }
+
 // ---- stream work ----
 
 void Work::run() const {
@@ -418,6 +427,7 @@ void destroyGraph(Graph* g) {
 
 extern "C" __attribute__((visibility("default"))) cudaError_t fakeCudaLaunchBlocks(
     cudaStream_t stream, void (*fn)(void* args, uint32_t block), void* args, uint32_t blocks) {
+  FAKE_API_CALL();
   if (blocks == 0) return fakecuda::fail(cudaErrorInvalidConfiguration);
   // A kernel goes to the current device: a stream of another device is not a handle of this context.
   if (fakecuda::isExplicitStream(stream) && stream->device != fakecuda::currentDevice())
@@ -436,6 +446,10 @@ extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaRegisteredHos
   for (const auto& [base, a] : fakecuda::allocations())
     if (a.kind == fakecuda::Kind::kPinned && !a.owned) bytes += a.bytes;
   return bytes;
+}
+
+extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaCallsOnThisThread() {
+  return fakecuda::tApiCalls;
 }
 
 extern "C" __attribute__((visibility("default"))) uint64_t fakeCudaEventQueries() {

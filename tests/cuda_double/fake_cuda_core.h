@@ -163,6 +163,20 @@ void destroyGraph(Graph* g);
 void countSynchronization();
 void countEventQuery();  // cudaEventQuery calls (fakeCudaEventQueries)
 
+// Every exported call of the double opens with FAKE_API_CALL(): the calling
+// thread's count of calls into CUDA (fakeCudaCallsOnThisThread), what a test
+// of the enqueue path holds down since each is a real driver call on a GPU.
+// Calls the double makes into its own entry points (cudaMallocHost into
+// cudaHostAlloc) count once.
+class ApiCall {
+ public:
+  ApiCall();
+  ~ApiCall();
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+};
+#define FAKE_API_CALL() const fakecuda::ApiCall fakeApiCall_
+
 cudaError_t& lastError();  // thread-local, for cudaGetLastError
 inline cudaError_t fail(cudaError_t e) {
   if (e != cudaSuccess) lastError() = e;
@@ -184,3 +198,5 @@ extern "C" cudaError_t fakeCudaLaunchBlocks(cudaStream_t stream, void (*fn)(void
 extern "C" uint64_t fakeCudaSynchronizations();
 // Bytes of host memory registered (cudaHostRegister, cuMemHostRegister) and not yet unregistered.
 extern "C" uint64_t fakeCudaRegisteredHostBytes();
+// How many calls into CUDA (runtime and driver, launches included) this thread has made.
+extern "C" uint64_t fakeCudaCallsOnThisThread();

@@ -19,9 +19,10 @@ enum : unsigned { kMemTypeHost = 1, kMemTypeDevice = 2 };
 int unsafe() { return fakecuda::checkUnsafeCall() == cudaSuccess ? kSuccess : kStreamCaptureUnsupported; }
 }  // namespace
 
-FAKE_API int cuInit(unsigned int) { return kSuccess; }
+FAKE_API int cuInit(unsigned int) { FAKE_API_CALL(); return kSuccess; }
 
 FAKE_API int cuGetErrorName(int rc, const char** name) {
+  FAKE_API_CALL();
   switch (rc) {
     case kSuccess: *name = "CUDA_SUCCESS"; break;
     case kInvalidValue: *name = "CUDA_ERROR_INVALID_VALUE"; break;
@@ -32,6 +33,7 @@ FAKE_API int cuGetErrorName(int rc, const char** name) {
 }
 
 FAKE_API int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   if (!fakecuda::findAllocation(reinterpret_cast<const void*>(ptr), &a)) return kInvalidValue;
   switch (attribute) {
@@ -52,6 +54,7 @@ FAKE_API int cuPointerGetAttribute(void* data, int attribute, unsigned long long
 // Unlike the singular query, memory CUDA does not know is no error: its attributes read as zero (MEMORY_TYPE 0)
 // and -2 for the device ordinal, as the driver documents.
 FAKE_API int cuPointerGetAttributes(unsigned count, int* attributes, void** data, unsigned long long ptr) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   const bool known = fakecuda::findAllocation(reinterpret_cast<const void*>(ptr), &a);
   for (unsigned i = 0; i < count; ++i) {
@@ -71,6 +74,7 @@ FAKE_API int cuPointerGetAttributes(unsigned count, int* attributes, void** data
 }
 
 FAKE_API int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   fakecuda::drainAll();
   memcpy(dst, reinterpret_cast<const void*>(src), bytes);
@@ -80,6 +84,7 @@ FAKE_API int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
 // Queued on the stream like CUDA's: from pageable memory the source is staged when called (the caller may reuse
 // it at once) and lands in device memory when the stream gets there, i.e. after the caller's earlier work on it.
 FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t bytes, void* stream) {
+  FAKE_API_CALL();
   CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
   {
     std::lock_guard<std::mutex> lock(s->mu);  // the staged copy runs once: not for a graph (Theseus never captures it)
@@ -103,19 +108,36 @@ FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_
 }
 
 FAKE_API int cuStreamSynchronize(void* stream) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   fakecuda::drain(fakecuda::streamOf(static_cast<cudaStream_t>(stream)));
   return kSuccess;
 }
 
 FAKE_API int cuStreamIsCapturing(void* stream, int* status) {
+  FAKE_API_CALL();
   CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
   std::lock_guard<std::mutex> lock(s->mu);
   *status = static_cast<int>(s->capture);  // CU_STREAM_CAPTURE_STATUS_* have the runtime's values
   return kSuccess;
 }
 
+FAKE_API int cuStreamGetCaptureInfo_v2(void* stream, int* status, unsigned long long* id, void** graph,
+                                       const void** deps, size_t* ndeps) {
+  FAKE_API_CALL();
+  CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
+  std::lock_guard<std::mutex> lock(s->mu);
+  const bool active = s->capture == cudaStreamCaptureStatusActive;
+  *status = static_cast<int>(s->capture);
+  if (id != nullptr) *id = active ? s->captureId : 0;
+  if (graph != nullptr) *graph = active ? s->graph : nullptr;
+  if (deps != nullptr) *deps = nullptr;
+  if (ndeps != nullptr) *ndeps = 0;
+  return kSuccess;
+}
+
 FAKE_API int cuStreamGetCtx(void* stream, void** ctx) {
+  FAKE_API_CALL();
   *ctx = fakecuda::contextOf(fakecuda::streamOf(static_cast<cudaStream_t>(stream))->device);
   return kSuccess;
 }
@@ -123,6 +145,7 @@ FAKE_API int cuStreamGetCtx(void* stream, void** ctx) {
 // As on an H200 with driver 580 (tests/gpu/capture_probe.cu): a capturing stream is refused and its capture
 // invalidated.
 FAKE_API int cuStreamGetDevice(void* stream, int* device) {
+  FAKE_API_CALL();
   auto s = static_cast<cudaStream_t>(stream);
   if (fakecuda::isExplicitStream(s)) {
     CUstream_st* st = fakecuda::streamOf(s);
@@ -138,12 +161,14 @@ FAKE_API int cuStreamGetDevice(void* stream, int* device) {
 
 // Every pair of distinct devices can reach each other; access is enabled per (current device, peer).
 FAKE_API int cuDeviceCanAccessPeer(int* can, int device, int peer) {
+  FAKE_API_CALL();
   if (device < 0 || peer < 0 || device >= fakecuda::deviceCount() || peer >= fakecuda::deviceCount()) return 101;
   *can = device != peer ? 1 : 0;
   return kSuccess;
 }
 
 FAKE_API int cuCtxEnablePeerAccess(void* peerCtx, unsigned int) {
+  FAKE_API_CALL();
   if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
   int peer = -1;
   for (int d = 0; d < fakecuda::deviceCount(); ++d)
@@ -158,6 +183,7 @@ FAKE_API int cuCtxEnablePeerAccess(void* peerCtx, unsigned int) {
 }
 
 FAKE_API int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   void* m = fakecuda::allocate(bytes, fakecuda::Kind::kDevice, fakecuda::currentDevice());
   if (m == nullptr) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
@@ -166,6 +192,7 @@ FAKE_API int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
 }
 
 FAKE_API int cuMemFree_v2(unsigned long long p) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   fakecuda::drainAll();
   return fakecuda::release(reinterpret_cast<void*>(p), fakecuda::Kind::kDevice) == cudaSuccess ? kSuccess
@@ -174,6 +201,7 @@ FAKE_API int cuMemFree_v2(unsigned long long p) {
 
 // Host memory registered for the device (page-locked, mapped): needs a current context, as the driver does.
 FAKE_API int cuMemHostRegister_v2(void* p, size_t bytes, unsigned int) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
   cudaError_t e = fakecuda::registerHost(p, bytes);
@@ -182,12 +210,14 @@ FAKE_API int cuMemHostRegister_v2(void* p, size_t bytes, unsigned int) {
 }
 
 FAKE_API int cuMemHostUnregister(void* p) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   if (!fakecuda::contextCurrent()) return 201;
   return fakecuda::unregisterHost(p) == cudaSuccess ? kSuccess : 713;  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 }
 
 FAKE_API int cuMemGetAddressRange_v2(unsigned long long* base, size_t* bytes, unsigned long long p) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   if (!fakecuda::findAllocation(reinterpret_cast<const void*>(p), &a) || a.kind != fakecuda::Kind::kDevice)
     return kInvalidValue;
@@ -197,6 +227,7 @@ FAKE_API int cuMemGetAddressRange_v2(unsigned long long* base, size_t* bytes, un
 }
 
 FAKE_API int cuIpcGetMemHandle(void* handle, unsigned long long p) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   return fakecuda::ipcExport(reinterpret_cast<const void*>(p), static_cast<unsigned char*>(handle)) ? kSuccess
                                                                                                     : kInvalidValue;
@@ -207,6 +238,7 @@ struct FakeIpcHandle {
   unsigned char bytes[64];
 };
 FAKE_API int cuIpcOpenMemHandle_v2(unsigned long long* p, FakeIpcHandle handle, unsigned int) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   void* m = fakecuda::ipcOpen(handle.bytes, fakecuda::currentDevice());
   if (m == nullptr) return kInvalidValue;
@@ -215,16 +247,19 @@ FAKE_API int cuIpcOpenMemHandle_v2(unsigned long long* p, FakeIpcHandle handle, 
 }
 
 FAKE_API int cuIpcCloseMemHandle(unsigned long long p) {
+  FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;
   return fakecuda::ipcClose(reinterpret_cast<void*>(p)) ? kSuccess : kInvalidValue;
 }
 
 FAKE_API int cuCtxGetCurrent(void** ctx) {
+  FAKE_API_CALL();
   *ctx = fakecuda::contextCurrent() ? fakecuda::contextOf(fakecuda::currentDevice()) : nullptr;
   return kSuccess;
 }
 
 FAKE_API int cuCtxGetDevice(int* device) {
+  FAKE_API_CALL();
   if (!fakecuda::contextCurrent()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
   *device = fakecuda::currentDevice();
   return kSuccess;
@@ -232,18 +267,21 @@ FAKE_API int cuCtxGetDevice(int* device) {
 
 // Devices are their ordinals; a device's primary context is contextOf(device).
 FAKE_API int cuDeviceGet(int* device, int ordinal) {
+  FAKE_API_CALL();
   if (ordinal < 0 || ordinal >= fakecuda::deviceCount()) return 101;  // CUDA_ERROR_INVALID_DEVICE
   *device = ordinal;
   return kSuccess;
 }
 
 FAKE_API int cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  FAKE_API_CALL();
   if (device < 0 || device >= fakecuda::deviceCount()) return 101;
   *ctx = fakecuda::contextOf(device);
   return kSuccess;
 }
 
 FAKE_API int cuCtxSetCurrent(void* ctx) {
+  FAKE_API_CALL();
   if (ctx == nullptr) {
     fakecuda::contextCurrent() = false;
     return kSuccess;
@@ -258,6 +296,7 @@ FAKE_API int cuCtxSetCurrent(void* ctx) {
 }
 
 FAKE_API int cuDeviceGetCount(int* n) {
+  FAKE_API_CALL();
   *n = fakecuda::deviceCount();
   return kSuccess;
 }

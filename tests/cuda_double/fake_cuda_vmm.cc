@@ -63,6 +63,7 @@ void dropLocked(std::map<uint64_t, Handle>::iterator it) {
 
 FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                 CUmemAllocationGranularity_flags) {
+  FAKE_API_CALL();
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *granularity = kGranularity;
   return CUDA_SUCCESS;
@@ -70,6 +71,7 @@ FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmem
 
 FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                               unsigned long long) {
+  FAKE_API_CALL();
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0 ||
       prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
       prop->location.id < 0 || prop->location.id >= fakecuda::deviceCount())
@@ -89,6 +91,7 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 }
 
 FAKE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  FAKE_API_CALL();
   std::lock_guard<std::mutex> lock(vmmMutex());
   auto it = handles().find(handle);
   if (it == handles().end()) return CUDA_ERROR_INVALID_VALUE;
@@ -98,6 +101,7 @@ FAKE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 FAKE_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                       unsigned long long) {
+  FAKE_API_CALL();
   if (ptr == nullptr || size == 0 || size % kGranularity != 0 || addr != 0) return CUDA_ERROR_INVALID_VALUE;
   const size_t align = alignment == 0 ? kGranularity : alignment;
   // Over-reserve, then trim to an aligned range.
@@ -112,6 +116,7 @@ FAKE_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alig
 }
 
 FAKE_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  FAKE_API_CALL();
   if (ptr == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
   fakecuda::Allocation a;
   if (fakecuda::findAllocation(reinterpret_cast<void*>(ptr), &a)) return CUDA_ERROR_INVALID_VALUE;  // still mapped
@@ -121,6 +126,7 @@ FAKE_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                            unsigned long long) {
+  FAKE_API_CALL();
   std::lock_guard<std::mutex> lock(vmmMutex());
   auto it = handles().find(handle);
   if (it == handles().end() || offset + size > it->second.bytes || size % kGranularity != 0)
@@ -134,6 +140,7 @@ FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGen
 }
 
 FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   if (!fakecuda::findAllocation(reinterpret_cast<void*>(ptr), &a) || !a.vmm || a.base != ptr || a.bytes != size)
     return CUDA_ERROR_INVALID_VALUE;
@@ -148,6 +155,7 @@ FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   if (desc == nullptr || count == 0 || !fakecuda::findAllocation(reinterpret_cast<void*>(ptr), &a) || !a.vmm ||
       ptr + size > a.base + a.bytes)
@@ -163,6 +171,7 @@ FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccess
 }
 
 FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  FAKE_API_CALL();
   fakecuda::Allocation a;
   if (handle == nullptr || !fakecuda::findAllocation(addr, &a) || !a.vmm) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(vmmMutex());
@@ -175,6 +184,7 @@ FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* hand
 
 FAKE_API CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
                                                CUmemAllocationHandleType type, unsigned long long) {
+  FAKE_API_CALL();
   std::lock_guard<std::mutex> lock(vmmMutex());
   auto it = handles().find(handle);
   if (it == handles().end() || shareableHandle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
@@ -188,6 +198,7 @@ FAKE_API CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGener
 
 FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
                                                  CUmemAllocationHandleType type) {
+  FAKE_API_CALL();
   const int theirs = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
   struct stat st;
   if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(theirs, &st) != 0 ||
@@ -204,6 +215,7 @@ FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* h
 }
 
 FAKE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  FAKE_API_CALL();
   if (value == nullptr || device < 0 || device >= fakecuda::deviceCount()) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:

@@ -72,6 +72,7 @@ void operator delete[](void* p, size_t) noexcept { free(p); }
 // The CUDA test double counts the calls that wait for the device; absent on a real GPU.
 extern "C" __attribute__((weak)) uint64_t fakeCudaSynchronizations();
 extern "C" __attribute__((weak)) uint64_t fakeCudaEventQueries();
+extern "C" __attribute__((weak)) uint64_t fakeCudaCallsOnThisThread();
 extern "C" __attribute__((weak)) uint64_t fakeCudaRegisteredHostBytes();
 
 THESEUS_RANK_FN(device_collectives) {
@@ -499,16 +500,18 @@ THESEUS_RANK_FN(warm_enqueue) {
     for (int i = 0; i < 16; ++i) RANK_NCCL(shape.enqueue());  // warm: slots, images, connections
     CUDA_OK(cudaStreamSynchronize(stream));
     long allocations = 0;
-    uint64_t syncs = 0, queries = 0;
+    uint64_t syncs = 0, queries = 0, calls = 0;
     double cpuUs = 0;
     const int batches = 25, perBatch = 8;
     for (int k = 0; k < batches; ++k) {
       const long a0 = tAllocations;
       const uint64_t s0 = fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0;
       const uint64_t q0 = fakeCudaEventQueries ? fakeCudaEventQueries() : 0;
+      const uint64_t c0 = fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0;
       const double t0 = threadCpuUs();
       for (int i = 0; i < perBatch; ++i) RANK_NCCL(shape.enqueue());
       cpuUs += threadCpuUs() - t0;
+      calls += (fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0) - c0;
       syncs += (fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0) - s0;
       queries += (fakeCudaEventQueries ? fakeCudaEventQueries() : 0) - q0;
       allocations += tAllocations - a0;
@@ -516,9 +519,9 @@ THESEUS_RANK_FN(warm_enqueue) {
     }
     if (ctx.rank == 0 || allocations != 0 || syncs != 0)
       printf("[warm_enqueue] %d ranks, %s: %.2f us host CPU per enqueue, %ld allocations, %llu synchronisations, "
-             "%.2f event queries per enqueue in %d enqueues\n",
+             "%.2f event queries and %.2f CUDA calls per enqueue in %d enqueues\n",
              n, shape.name, cpuUs / (batches * perBatch), allocations, static_cast<unsigned long long>(syncs),
-             double(queries) / (batches * perBatch), batches * perBatch);
+             double(queries) / (batches * perBatch), double(calls) / (batches * perBatch), batches * perBatch);
     RANK_CHECK(allocations == 0);
     RANK_CHECK(syncs == 0);
     // Earlier groups are collected oldest first up to the first still running: not one query per group in flight.

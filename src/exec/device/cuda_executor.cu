@@ -227,7 +227,7 @@ class CudaExecutor final : public Executor {
   void collectFinished();
   Result<CommState*> commOf(const Plan& p);
   Result<Slot*> freeSlot(std::unique_lock<std::mutex>& lock);
-  Result<CaptureOf> captureOf(std::vector<Lane>& lanes);
+  Result<CaptureOf> captureOf(std::vector<Lane>& lanes, const std::vector<device::StreamCapture>* known);
   void checkReplays();
   Status lower(std::vector<Lane>& lanes, size_t* imageBytes);
   Status layOutLane(size_t l, const Lane& lane, PinnedChunk& memory, bool replayable, uint64_t stallNs,
@@ -310,12 +310,25 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
   return Status::ok();
 }
 
+// Whether every block of a slot's lanes wrote its final state (the last thing
+// a block does; pinned memory, no driver call): until then its kernels surely
+// still run. Once they all have, only the slot's events say the kernels ended.
+bool blocksReported(const Slot& slot) {
+  for (size_t l = 0; l < slot.lanes; ++l)
+    for (uint32_t b = 0; b < slot.results[l].blocks; ++b)
+      if (dev::loadAcquire(&slot.results[l].results[b].state) == 0) return false;
+  return true;
+}
+
 // Collects the earlier groups that finished, oldest first. A stream runs its
 // kernels in order, so with one stream per communicator (the common case) the
 // first group still running ends the search: one event query per group rather
 // than one per slot in flight (eight or more, each a driver call on the enqueue
-// path). While no slot is free every busy one is asked, since groups on other
-// streams may have finished before older ones.
+// path). A group whose blocks have not all reported is still running without
+// asking its events, so a group in flight costs no query; one that reported is
+// asked. While no slot is free every busy one is asked, reported or not (a
+// kernel that faulted reports nothing, and its event then tells why), since
+// groups on other streams may have finished before older ones.
 void CudaExecutor::collectFinished() {
   size_t free = 0;
   if (busy_.capacity() < kMaxSlots) busy_.reserve(kMaxSlots);  // once: a warm enqueue allocates nothing
@@ -327,6 +340,7 @@ void CudaExecutor::collectFinished() {
   }
   std::sort(busy_.begin(), busy_.end(), [](const Slot* a, const Slot* b) { return a->launched < b->launched; });
   for (Slot* s : busy_) {
+    if (free > 0 && !blocksReported(*s)) break;
     const Status st = collect(*s, /*wait=*/false);
     if (st.code() == ncclInProgress) {
       if (free > 0) break;
@@ -427,8 +441,9 @@ Result<Slot*> CudaExecutor::freeSlot(std::unique_lock<std::mutex>& lock) {
 // Every plan's stream, one per communicator and group; all of them captured
 // into one CUDA graph, or none. A capture fixes what the graph replays: the
 // plans lowered now, with the schedule the decision table gives this seq on
-// every rank.
-Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes) {
+// every rank. A stream's state comes from `known` (the enqueue path read it
+// before lowering) when it is there, else from the runtime.
+Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes, const std::vector<device::StreamCapture>* known) {
   CaptureOf out;
   bool first = true;
   for (Lane& lane : lanes) {
@@ -444,7 +459,16 @@ Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long id = 0;
     cudaGraph_t graph = nullptr;
-    TH_CHECK(cudaCheck(cudaStreamGetCaptureInfo(p.stream, &status, &id, &graph), "cudaStreamGetCaptureInfo"));
+    const device::StreamCapture* k = device::findCapture(known, p.stream);
+    if (k != nullptr && (k->status != device::StreamCapture::Status::kActive || k->graph != nullptr)) {
+      status = k->status == device::StreamCapture::Status::kActive        ? cudaStreamCaptureStatusActive
+               : k->status == device::StreamCapture::Status::kInvalidated ? cudaStreamCaptureStatusInvalidated
+                                                                          : cudaStreamCaptureStatusNone;
+      id = k->id;
+      graph = static_cast<cudaGraph_t>(k->graph);
+    } else {
+      TH_CHECK(cudaCheck(cudaStreamGetCaptureInfo(p.stream, &status, &id, &graph), "cudaStreamGetCaptureInfo"));
+    }
     if (status == cudaStreamCaptureStatusInvalidated)
       return invalidUsage("%s: the stream's capture into a CUDA graph was invalidated before this call (an earlier "
                           "call in the capture failed); end the capture and start again",
@@ -661,7 +685,7 @@ Status CudaExecutor::run(std::vector<Lane>& lanes, const ExecOptions& options) {
   RelaxedCaptureMode relaxed;
   collectFinished();
   checkReplays();
-  TH_ASSIGN(CaptureOf capture, captureOf(lanes));  // before prepareLanes reads any scalar
+  TH_ASSIGN(CaptureOf capture, captureOf(lanes, options.captures));  // before prepareLanes reads any scalar
   // Registered device buffers local peers exported since the last group: mapped and acked now,
   // so their next messages to this rank may be read in place.
   for (Lane& lane : lanes)
