@@ -8,13 +8,16 @@
 // rank of THESEUS_EMULATE stalls before its plans run. An NCCL profiler plugin
 // sees the launch's events around the executor's run (comm/profiling.h).
 #include <algorithm>
+#include <array>
 
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
 #include "comm/group.h"
 #include "comm/profiling.h"
 #include "comm/timeouts.h"
+#include "common/knobs.h"
 #include "common/log.h"
+#include "common/readable.h"
 #include "device/cuda_driver.h"
 #include "exec/executor.h"
 #include "exec/progress.h"
@@ -23,19 +26,64 @@
 namespace theseus::comm {
 namespace {
 
+const BoolKnob kCheckPointers(
+    "NCCL_CHECK_POINTERS", false,
+    "1: in a process without CUDA too, every buffer is checked to be readable memory before a call runs (two system "
+    "calls per buffer), so a freed or made-up pointer fails with ncclInvalidArgument instead of crashing; with CUDA "
+    "loaded, buffers CUDA does not know are always checked");
+
+// An operation's buffer with the bytes it spans, and whether this rank uses it.
+struct Buf {
+  const void* p;
+  size_t bytes;
+  const char* name;
+  bool used;  // false for a buffer only the root uses (broadcast's and scatter's input, reduce's and gather's output)
+};
+std::array<Buf, 2> buffersOf(const OpDesc& op, int n, int rank) {
+  const size_t esz = exec::typeSize(op.type);
+  const bool coll = op.kind == OpDesc::Kind::kCollective;
+  const size_t sendBytes = op.count * esz * (coll ? schedule::inputBlocks(op.collective, n) : 1);
+  const size_t recvBytes = op.count * esz * (coll ? schedule::outputBlocks(op.collective, n) : 1);
+  using C = schedule::Collective;
+  const bool nonRoot = coll && rank != op.root;
+  const bool sendUsed = !(nonRoot && (op.collective == C::kBroadcast || op.collective == C::kScatter));
+  const bool recvUsed = !(nonRoot && (op.collective == C::kReduce || op.collective == C::kGather));
+  return {Buf{op.sendbuff, sendBytes, "sendbuff", sendUsed}, Buf{op.recvbuff, recvBytes, "recvbuff", recvUsed}};
+}
+
+Status notReadable(const Buf& b, int rank) {
+  return invalidArgument("%s %p (%zu bytes, rank %d) is neither memory CUDA knows nor readable host memory "
+                         "of this process: freed, or never allocated?",
+                         b.name, b.p, b.bytes, rank);
+}
+
+// NCCL_CHECK_POINTERS in a process without CUDA: every buffer a rank uses must be readable.
+Status checkHostPointers(const std::vector<CommOps>& work) {
+  for (const auto& w : work)
+    for (const auto& op : w.ops)
+      for (const Buf& b : buffersOf(op, w.comm->nranks(), w.comm->rank()))
+        if (b.p != nullptr && b.used && !rangeIsReadable(b.p, b.bytes)) return notReadable(b, w.comm->rank());
+  return Status::ok();
+}
+
 // Where each operation's buffers live (processes that never loaded the CUDA
 // driver pay one cheap check per group), and what only that tells: a device
-// buffer of another device than the communicator's, a stream of another
-// context, and a group that mixes device buffers with pageable host memory (no
-// kernel can reach that memory; NCCL would fault). Each is refused before
-// anything runs. Each stream's capture state is read once per group into
-// `captures` (refuseCapture and the executor use it), and each stream is
-// checked once per group and device: a group of many operations on one stream
-// asks the driver about it twice, not twice per operation.
+// buffer of another device than the communicator's, a buffer that is no memory
+// at all (CUDA does not know it and it is not readable: a freed device buffer,
+// which the host path would crash on), a stream of another context, and a
+// group that mixes device buffers with pageable host memory (no kernel can
+// reach that memory; NCCL would fault). Each is refused before anything runs.
+// Each stream's capture state is read once per group into `captures`
+// (refuseCapture and the executor use it), and each stream is checked once per
+// group and device: a group of many operations on one stream asks the driver
+// about it twice, not twice per operation.
 Status classifyMemory(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures) {
   captures->clear();
   const device::CudaDriver* cuda = device::CudaDriver::get();
-  if (cuda == nullptr) return Status::ok();  // no device memory can exist
+  if (cuda == nullptr) {  // no device memory can exist
+    static const bool checkPointers = kCheckPointers.get();
+    return checkPointers ? checkHostPointers(work) : Status::ok();
+  }
   const OpDesc* pageable = nullptr;
   const OpDesc* onDevice = nullptr;
   struct Checked {
@@ -45,31 +93,23 @@ Status classifyMemory(std::vector<CommOps>& work, std::vector<device::StreamCapt
   thread_local std::vector<Checked> checked;  // (stream, communicator's device) pairs already checked
   checked.clear();
   for (auto& w : work) {
-    const int n = w.comm->nranks();
     for (auto& op : w.ops) {
       const device::CudaDriver::MemoryInfo send = cuda->memoryInfo(op.sendbuff);
       const device::CudaDriver::MemoryInfo recv = op.recvbuff == op.sendbuff ? send : cuda->memoryInfo(op.recvbuff);
       op.sendMemory = send.kind;
       op.recvMemory = recv.kind;
-      const size_t esz = exec::typeSize(op.type);
-      const bool coll = op.kind == OpDesc::Kind::kCollective;
-      const size_t sendBytes = op.count * esz * (coll ? schedule::inputBlocks(op.collective, n) : 1);
-      const size_t recvBytes = op.count * esz * (coll ? schedule::outputBlocks(op.collective, n) : 1);
-      struct Buf {
-        const void* p;
-        size_t bytes;
-        device::MemoryKind kind;
-        int device;
-        const char* name;
-      };
-      const Buf bufs[] = {{op.sendbuff, sendBytes, send.kind, send.device, "sendbuff"},
-                          {op.recvbuff, recvBytes, recv.kind, recv.device, "recvbuff"}};
-      for (const Buf& b : bufs) {
+      const std::array<Buf, 2> bufs = buffersOf(op, w.comm->nranks(), w.comm->rank());
+      const device::CudaDriver::MemoryInfo infos[] = {send, recv};
+      for (int i = 0; i < 2; ++i) {
+        const Buf& b = bufs[i];
         if (b.p == nullptr || b.bytes == 0) continue;
-        if (b.kind == device::MemoryKind::kHost) pageable = &op;
-        if (b.kind != device::MemoryKind::kDevice) continue;
+        if (infos[i].kind == device::MemoryKind::kHost) {
+          if (b.used && !rangeIsReadable(b.p, b.bytes)) return notReadable(b, w.comm->rank());
+          pageable = &op;
+        }
+        if (infos[i].kind != device::MemoryKind::kDevice) continue;
         onDevice = &op;
-        const int dev = b.device;
+        const int dev = infos[i].device;
         if (w.comm->cudaDev() >= 0 && dev >= 0 && dev != w.comm->cudaDev())
           return invalidArgument("%s %p is memory of CUDA device %d, but the communicator (rank %d) belongs to device %d",
                                  b.name, b.p, dev, w.comm->rank(), w.comm->cudaDev());

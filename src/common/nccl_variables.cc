@@ -145,7 +145,6 @@ const Reason kReasons[] = {
     {"ENV_PLUGIN", "environment plugins are not loaded: variables come from the environment and config files"},
     {"SOCKET_", "not used by Theseus' socket transport (its own THESEUS_SOCKET_* knobs tune it)"},
     {"IPC_", "no CUDA IPC transport yet"},
-    {"CHECK_", "argument checks are always on"},
     {"SET_", "Theseus sets no thread names or stack sizes"},
     {"GROUP_CUDA_STREAM", "no NCCL kernels"},
     {"IGNORE_", "no topology or network checks of this kind"},

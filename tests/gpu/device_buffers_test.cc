@@ -610,8 +610,9 @@ THESEUS_RANK_FN(capture_refused) {
   return 0;
 }
 
-// Bad input that only memory classification shows: nothing runs, and the
-// communicator keeps working.
+// Bad input that only memory classification shows (a pageable buffer next to a
+// device one, a freed device buffer, another device's buffer or stream):
+// nothing runs, and the communicator keeps working.
 THESEUS_RANK_FN(bad_device_input) {
   CUDA_OK(cudaSetDevice(0));
   ncclComm_t comm;
@@ -622,6 +623,13 @@ THESEUS_RANK_FN(bad_device_input) {
   // Device send buffer, pageable host receive buffer.
   RANK_CHECK(ncclAllReduce(dev, host.data(), 4096, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);
   RANK_CHECK(strstr(ncclGetLastError(comm), "pageable host memory") != nullptr);
+  // A freed device buffer is no memory at all (CUDA does not know it; the host cannot read it): refused, where
+  // taking it for host memory would crash the host path.
+  float* freed;
+  CUDA_OK(cudaMalloc(&freed, 4096 * sizeof(float)));
+  CUDA_OK(cudaFree(freed));
+  RANK_CHECK(ncclAllReduce(freed, freed, 4096, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  RANK_CHECK(strstr(ncclGetLastError(comm), "neither memory CUDA knows nor readable host memory") != nullptr);
   int ndev = 0;
   CUDA_OK(cudaGetDeviceCount(&ndev));
   if (ndev > 1) {  // a buffer of another device than the communicator's

@@ -5,6 +5,7 @@
 // the right result (as with NVIDIA's library), and settings that must agree
 // between ranks are checked at init.
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -65,6 +66,52 @@ THESEUS_RANK_FN(overflowing_counts) {
 
 TEST(CallChecks, CountsWhoseBytesDoNotFitAreInvalidArguments) {
   auto r = runRanks("overflowing_counts", 2);
+  EXPECT_TRUE(r.allOk()) << r.describe();
+}
+
+// NCCL_CHECK_POINTERS=1 (in a process without CUDA; with CUDA loaded, buffers CUDA does not know are always
+// checked): a buffer that is not readable memory (unmapped, PROT_NONE, its end past a mapping) is refused on the
+// rank that passed it before anything moves, not crashed on; a buffer only the root uses may be anything on the
+// others; the communicator stays usable.
+THESEUS_RANK_FN(unreadable_buffers) {
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* area = static_cast<char*>(mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  RANK_CHECK(area != MAP_FAILED);
+  RANK_CHECK(munmap(area + 2 * page, page) == 0);           // the third page: gone (a freed buffer)
+  RANK_CHECK(mprotect(area + page, page, PROT_NONE) == 0);  // the second: no access (reserved address space)
+  float* good = reinterpret_cast<float*>(area);
+  const size_t n = page / sizeof(float);
+  float* unmapped = reinterpret_cast<float*>(area + 2 * page);
+  float* noAccess = reinterpret_cast<float*>(area + page);
+  RANK_CHECK(ncclAllReduce(unmapped, unmapped, n, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  RANK_CHECK(says("is neither memory CUDA knows nor readable host memory"));
+  RANK_CHECK(says("sendbuff"));
+  RANK_CHECK(ncclAllReduce(good, noAccess, n, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  RANK_CHECK(says("recvbuff"));
+  RANK_CHECK(ncclAllGather(good, good, n, ncclFloat, comm, nullptr) == ncclInvalidArgument);  // ends past `good`
+  RANK_CHECK(ncclSend(unmapped, 4, ncclFloat, (ctx.rank + 1) % ctx.nranks, comm, nullptr) == ncclInvalidArgument);
+  RANK_CHECK(ncclGroupStart() == ncclSuccess);  // in a group: the whole group is refused
+  RANK_CHECK(ncclAllReduce(good, good, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  RANK_CHECK(ncclRecv(noAccess, 4, ncclFloat, (ctx.rank + 1) % ctx.nranks, comm, nullptr) == ncclSuccess);
+  RANK_CHECK(ncclGroupEnd() == ncclInvalidArgument);
+  // Only the root reads a broadcast's input: the others' may be anything.
+  for (size_t i = 0; i < 4; ++i) good[i] = ctx.rank == 0 ? 7.0f : 0.0f;
+  RANK_NCCL(ncclBroadcast(ctx.rank == 0 ? good : unmapped, good, 4, ncclFloat, 0, comm, nullptr));
+  for (size_t i = 0; i < 4; ++i) RANK_CHECK(good[i] == 7.0f);
+  for (size_t i = 0; i < n; ++i) good[i] = 1.0f;
+  RANK_NCCL(ncclAllReduce(good, good, n, ncclFloat, ncclSum, comm, nullptr));
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(good[i] == static_cast<float>(ctx.nranks));
+  RANK_NCCL(ncclCommDestroy(comm));
+  munmap(area, 2 * page);
+  return 0;
+}
+
+TEST(CallChecks, BuffersThatAreNotMemoryAreInvalidArgumentsWithCheckPointers) {
+  SpawnOptions checked;
+  checked.env["NCCL_CHECK_POINTERS"] = "1";
+  auto r = runRanks("unreadable_buffers", 2, checked);
   EXPECT_TRUE(r.allOk()) << r.describe();
 }
 
