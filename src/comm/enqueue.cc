@@ -28,9 +28,9 @@ namespace {
 
 const BoolKnob kCheckPointers(
     "NCCL_CHECK_POINTERS", false,
-    "1: in a process without CUDA too, every buffer is checked to be readable memory before a call runs (two system "
-    "calls per buffer), so a freed or made-up pointer fails with ncclInvalidArgument instead of crashing; with CUDA "
-    "loaded, buffers CUDA does not know are always checked");
+    "1: in a process without CUDA too, every buffer is checked to be readable memory before every call runs (two "
+    "system calls per buffer), so a freed or made-up pointer fails with ncclInvalidArgument instead of crashing; with "
+    "CUDA loaded, buffers CUDA does not know are always checked, those of recent calls taken as still readable");
 
 // An operation's buffer with the bytes it spans, and whether this rank uses it.
 struct Buf {
@@ -92,6 +92,7 @@ Status classifyMemory(std::vector<CommOps>& work, std::vector<device::StreamCapt
   };
   thread_local std::vector<Checked> checked;  // (stream, communicator's device) pairs already checked
   checked.clear();
+  thread_local ReadableRanges readable;  // host buffers found readable lately: a warm call makes no system call
   for (auto& w : work) {
     for (auto& op : w.ops) {
       const device::CudaDriver::MemoryInfo send = cuda->memoryInfo(op.sendbuff);
@@ -104,7 +105,7 @@ Status classifyMemory(std::vector<CommOps>& work, std::vector<device::StreamCapt
         const Buf& b = bufs[i];
         if (b.p == nullptr || b.bytes == 0) continue;
         if (infos[i].kind == device::MemoryKind::kHost) {
-          if (b.used && !rangeIsReadable(b.p, b.bytes)) return notReadable(b, w.comm->rank());
+          if (b.used && !readable.check(b.p, b.bytes)) return notReadable(b, w.comm->rank());
           pageable = &op;
         }
         if (infos[i].kind != device::MemoryKind::kDevice) continue;

@@ -33,4 +33,15 @@ bool rangeIsReadable(const void* p, size_t bytes) {
   return byteIsReadable(first) && (last == first || byteIsReadable(last));
 }
 
+bool ReadableRanges::check(const void* p, size_t bytes) {
+  if (bytes == 0) return true;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  for (const Range& r : known_)
+    if (r.begin <= begin && end <= r.end && end > begin) return true;
+  if (!rangeIsReadable(p, bytes)) return false;
+  known_[next_] = Range{begin, end};
+  next_ = (next_ + 1) % known_.size();
+  return true;
+}
+
 }  // namespace theseus
