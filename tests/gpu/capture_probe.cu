@@ -4,6 +4,7 @@
 // first GPU run showed one of them doing so. For each query this begins a global-mode capture
 // on a non-blocking stream, makes the call, and prints its result, whether the capture is
 // still active and what cudaStreamEndCapture says.
+#include <dlfcn.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -69,6 +70,15 @@ int main() {
       {"cuMemGetAddressRange", [&] { CUdeviceptr b; size_t n; return cuMemGetAddressRange(&b, &n, ptr + 64); }},
       {"cuStreamGetDevice", [&] { CUdevice d; return cuStreamGetDevice(s, &d); }},
       {"cuStreamGetCtx", [&] { CUcontext c; return cuStreamGetCtx(s, &c); }},
+      {"cuStreamGetCaptureInfo_v2", [&] {  // the symbol Theseus' driver leaf looks up (CUDA 13's header names _v3)
+         using Fn = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**, size_t*);
+         auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo_v2"));
+         if (fn == nullptr) return CUDA_ERROR_NOT_FOUND;
+         CUstreamCaptureStatus st;
+         cuuint64_t id;
+         CUgraph g;
+         return fn(s, &st, &id, &g, nullptr, nullptr);
+       }},
       {"cuCtxGetCurrent", [&] { CUcontext c; return cuCtxGetCurrent(&c); }},
       {"cuCtxGetDevice", [&] { CUdevice d; return cuCtxGetDevice(&d); }},
       {"cuIpcGetMemHandle", [&] { CUipcMemHandle h; return cuIpcGetMemHandle(&h, ptr); }},
