@@ -242,6 +242,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   topts.abort = &comm->abortFlag();
   topts.deviceFifos = exec::deviceExecutorMode() != exec::DeviceExecutorMode::kOff;
   topts.deviceFifoSlotsOnGpu = exec::deviceExecutorMode() == exec::DeviceExecutorMode::kCuda;
+  topts.cudaDev = topts.deviceFifoSlotsOnGpu ? cudaDev : -1;
   topts.net = comm->config().netName;
   // Grouped initialisation runs this on a thread of its own: the device FIFOs
   // allocate on the communicator's device, so make it current here, as NCCL's

@@ -106,10 +106,11 @@ const Reason kReasons[] = {
     {"P2P_", "no GPU peer-to-peer transport yet; sends and receives go through Theseus' transports"},
     {"PXN", "no PXN (proxying through another GPU's NIC)"},
     {"COLLNET", "no CollNet (in-network reduction)"},
-    {"GDR", "no GPUDirect RDMA yet"},
-    {"NET_GDR", "no GPUDirect RDMA yet"},
+    {"GDR", "no GDRCopy: the host never maps GPU memory (GPUDirect RDMA serves network sends: NCCL_NET_GDR_READ)"},
+    {"NET_GDR", "GPUDirect RDMA serves every proxied device send the network accepts (NCCL_NET_GDR_READ=0 turns "
+                "it off); no distance level, C2C or partitioning controls, and receives land in host memory"},
     {"CUMEM_HOST", "host memory is the caller's or shared segments; Theseus allocates no cuMem host memory"},
-    {"DMABUF", "no RDMA registration yet"},
+
     {"NET_", "the net-plugin backend uses one plugin device per rank and host memory: no NIC merging, shared "
              "comms or buffers, forced flushes or overhead tuning"},
     {"NETDEVS_POLICY", "no NIC selection beyond NCCL_SOCKET_IFNAME yet"},

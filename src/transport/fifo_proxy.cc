@@ -3,11 +3,13 @@
 
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include "common/deadline.h"
 #include "common/log.h"
+#include "device/cuda_driver.h"
 #include "device/host_registry.h"
 
 namespace theseus::transport {
@@ -28,7 +30,25 @@ struct FifoProxy::Bridge {
   size_t bytes = 0;
   uint64_t next = 0;  // send: the next message to forward; receive: the next to deliver
   bool closed = false;  // receive: the peer closed the connection
-  ~Bridge() { device::releaseHostRange(memory.get(), bytes); }  // the device executor registers the ring
+  // Send: each FIFO slot's message's ticket on the connection (0: copied, so free at once), and the
+  // FIFO's tail: slots are released in order once their sends completed.
+  std::vector<uint64_t> tickets;
+  uint64_t released = 0;
+  // GPUDirect RDMA (send): the payload slots' allocation in GPU memory, else null (they follow the
+  // control block in `memory`).
+  void* gpuAlloc = nullptr;
+  char* gpuData = nullptr;  // page-aligned inside it: the connection's send region
+  size_t gpuBytes = 0;
+  int gpuDevice = -1;
+  bool copyWarned = false;
+  ~Bridge() {
+    device::releaseHostRange(memory.get(), bytes);  // the device executor registers the ring
+    if (gpuAlloc == nullptr) return;
+    out->removeRegion(gpuData);  // after the sends still reading it
+    const device::CudaDriver* cuda = device::CudaDriver::get();
+    Status s = cuda == nullptr ? Status::ok() : cuda->withDevice(gpuDevice, [&] { return cuda->free(gpuAlloc); });
+    if (!s.isOk()) TH_WARN("device FIFO proxy: freeing GPU slots for rank %d: %s", peer, s.message().c_str());
+  }
 };
 
 namespace {
@@ -40,8 +60,12 @@ size_t dataOffset(uint32_t slots) {
 
 }  // namespace
 
-FifoProxy::FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes)
-    : sendFor_(std::move(sendFor)), recvFor_(std::move(recvFor)), slots_(slots), slotBytes_(slotBytes) {
+FifoProxy::FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrDevice)
+    : sendFor_(std::move(sendFor)),
+      recvFor_(std::move(recvFor)),
+      slots_(slots),
+      slotBytes_(slotBytes),
+      gdrDevice_(gdrDevice) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -55,7 +79,7 @@ FifoProxy::~FifoProxy() {
     {
       std::lock_guard lock(mu_);
       for (const auto& b : bridges_)
-        pending |= b->send && b->next < b->ctl->head.load(std::memory_order_acquire);
+        pending |= b->send && (b->next < b->ctl->head.load(std::memory_order_acquire) || b->released < b->next);
     }
     if (!pending || failed_.load() || deadline.expired()) break;
     struct timespec ts = {0, 100000};
@@ -74,6 +98,7 @@ Result<DeviceFifo> FifoProxy::fifo(int peer, int channel, bool send) {
       f.control = b->ctl;
       f.headers = b->headers;
       f.data = b->data;
+      f.memory = b->gpuAlloc != nullptr ? device::MemoryKind::kDevice : device::MemoryKind::kHost;
       f.slots = slots_;
       f.slotBytes = slotBytes_;
       f.segmentBase = b->memory.get();
@@ -93,22 +118,30 @@ Result<DeviceFifo> FifoProxy::fifo(int peer, int channel, bool send) {
   } else {
     TH_ASSIGN(b->in, recvFor_(peer, channel));
   }
-  b->bytes = dataOffset(slots_) + slots_ * slotBytes_;
+  const size_t payload = static_cast<size_t>(slots_) * slotBytes_;
+  if (send) {
+    b->tickets.assign(slots_, 0);
+    if (gdrDevice_ >= 0) placeInGpuMemory(*b);
+  }
+  b->bytes = dataOffset(slots_) + (b->gpuAlloc != nullptr ? 0 : payload);
   TH_ASSIGN(b->memory, allocRing(b->bytes));
   b->ctl = new (b->memory.get()) FifoControl();
   b->ctl->head.store(0, std::memory_order_relaxed);
   b->ctl->tail.store(0, std::memory_order_relaxed);
   b->headers = reinterpret_cast<SlotHeader*>(b->memory.get() + sizeof(FifoControl));
-  b->data = b->memory.get() + dataOffset(slots_);
+  b->data = b->gpuAlloc != nullptr ? b->gpuData : b->memory.get() + dataOffset(slots_);
+  bool fifoInGpu = false;
   {
     std::lock_guard lock(mu_);
     bool made = false;  // by another thread meanwhile: two bridges must never share a connection
     for (const auto& o : bridges_) made |= o->peer == peer && o->channel == channel && o->send == send;
     if (made) return fifo(peer, channel, send);
+    fifoInGpu = b->gpuAlloc != nullptr;
     bridges_.push_back(std::move(b));
   }
-  TH_INFO(log::kNet, "device FIFO %s rank %d channel %d through a proxy (%u x %llu bytes)", send ? "to" : "from", peer,
-          channel, slots_, static_cast<unsigned long long>(slotBytes_));
+  TH_INFO(log::kNet, "device FIFO %s rank %d channel %d through a proxy (%u x %llu bytes%s)", send ? "to" : "from",
+          peer, channel, slots_, static_cast<unsigned long long>(slotBytes_),
+          send && gdrDevice_ >= 0 ? (fifoInGpu ? ", in GPU memory: GPUDirect RDMA" : ", in host memory") : "");
   return fifo(peer, channel, send);
 }
 
@@ -126,12 +159,30 @@ void FifoProxy::fail(Status s) {
   failed_.store(true, std::memory_order_release);
 }
 
+// Payload slots in GPU memory for a send FIFO whose network reads GPU memory (the connection's
+// send region, registered once it is set up). Anything missing leaves the slots in host memory.
+void FifoProxy::placeInGpuMemory(Bridge& b) {
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  if (cuda == nullptr || !b.out->acceptsDeviceMemory(gdrDevice_)) return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t bytes = (static_cast<size_t>(slots_) * slotBytes_ + page - 1) / page * page;
+  Result<void*> p = cuda->allocOn(gdrDevice_, bytes + page);  // a dma-buf range is whole pages
+  if (!p.isOk()) {
+    TH_WARN("device FIFO to rank %d: no GPU memory for its slots (%s); they stay in host memory", b.peer,
+            p.status().message().c_str());
+    return;
+  }
+  b.gpuAlloc = p.value();
+  b.gpuData = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p.value()) + page - 1) / page * page);
+  b.gpuBytes = bytes;
+  b.gpuDevice = gdrDevice_;
+  b.out->addRegion(b.gpuData, b.gpuBytes, gdrDevice_);
+}
+
 bool FifoProxy::forward(Bridge& b) {
-  bool moved = false;
+  bool moved = retire(b);
   const uint64_t head = b.ctl->head.load(std::memory_order_acquire);
   while (b.next < head) {
-    SendSlot slot;
-    if (!b.out->tryAcquire(&slot)) break;
     const uint32_t i = static_cast<uint32_t>(b.next % slots_);
     const SlotHeader& h = b.headers[i];
     if (h.kind != shm::kSlotInline || h.bytes > slotBytes_) {
@@ -139,14 +190,55 @@ bool FifoProxy::forward(Bridge& b) {
                          b.peer, static_cast<unsigned long long>(b.next), static_cast<unsigned long long>(slotBytes_)));
       return false;
     }
-    std::memcpy(slot.data, b.data + static_cast<size_t>(i) * slotBytes_, h.bytes);
-    b.out->commitInline(h.bytes, h.tag);
-    b.ctl->tail.store(++b.next, std::memory_order_release);
+    const char* src = b.data + static_cast<size_t>(i) * slotBytes_;
+    SendSlot slot;
+    if (b.gpuAlloc == nullptr) {  // host slots: copied into the connection's slot, released at once
+      if (!b.out->tryAcquire(&slot)) break;
+      std::memcpy(slot.data, src, h.bytes);
+      b.out->commitInline(h.bytes, h.tag);
+      b.tickets[i] = 0;
+    } else {
+      const SendConnection::RegionState state = b.out->regionState(b.gpuData);
+      if (state == SendConnection::RegionState::kPending) break;  // the connection is not set up yet
+      if (!b.out->tryAcquire(&slot)) break;
+      if (state == SendConnection::RegionState::kDirect) {
+        if (!b.out->canSendDirect(src, h.bytes)) break;  // no room for its two ring entries yet
+        b.tickets[i] = b.out->commitDirect(src, h.bytes, h.tag);
+      } else {
+        if (!b.copyWarned) {
+          b.copyWarned = true;
+          TH_WARN("device FIFO to rank %d channel %d: the network refused its GPU memory; each message is copied "
+                  "to host memory first (NCCL_NET_GDR_READ=0 keeps such FIFOs in host memory)", b.peer, b.channel);
+        }
+        const device::CudaDriver* cuda = device::CudaDriver::get();
+        Status s = cuda->withDevice(b.gpuDevice, [&] { return cuda->copyToHost(slot.data, src, h.bytes); });
+        if (!s.isOk()) {
+          fail(s.withContext("device FIFO to rank " + std::to_string(b.peer)));
+          return false;
+        }
+        b.out->commitInline(h.bytes, h.tag);
+        b.tickets[i] = 0;
+      }
+    }
+    ++b.next;
     moved = true;
   }
+  moved |= retire(b);
   Status s = b.out->progress();
   if (!s.isOk()) fail(s.withContext("device FIFO to rank " + std::to_string(b.peer)));
   return moved;
+}
+
+bool FifoProxy::retire(Bridge& b) {
+  const uint64_t from = b.released;
+  while (b.released < b.next) {
+    const uint64_t ticket = b.tickets[b.released % slots_];
+    if (ticket != 0 && !b.out->consumed(ticket)) break;
+    ++b.released;
+  }
+  if (b.released == from) return false;
+  b.ctl->tail.store(b.released, std::memory_order_release);
+  return true;
 }
 
 bool FifoProxy::deliver(Bridge& b) {

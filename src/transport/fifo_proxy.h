@@ -19,6 +19,25 @@
 // So the network moves slices while the device works on others (overlap), and
 // the FIFO's flag protocol is the same one the device uses with local peers.
 //
+// GPUDirect RDMA (sends). When the proxy is given the communicator's CUDA
+// device and a send connection's network can register GPU memory
+// (SendConnection::acceptsDeviceMemory: a dma-buf or nvidia-peermem), that
+// FIFO's payload slots are allocated in GPU memory instead (its control block
+// and slot headers stay in pinned host memory, which the proxy reads). The
+// kernel writes a slice into HBM; the proxy sends it from there with the
+// region's registration (commitDirect), so no byte crosses host memory, and
+// releases the FIFO slot (tail) only once the network completed that send —
+// in order, by the connection's tickets. Why the NIC reads what the kernel
+// wrote: the kernel's payload stores precede its system-scope release of head
+// (a __threadfence_system), the proxy acquires head before it posts the send,
+// and the NIC's reads are issued after the post; that is the fence NVIDIA's
+// library relies on for its GPUDirect sends too (no flush is needed for a
+// read by the NIC, only for the NIC's writes into GPU memory). A region the
+// network refuses once the connection is set up (the registration failed) is
+// still served, slowly: each message is copied to the connection's host slot
+// (cuMemcpyDtoH), with one WARN. Receives land in host memory as before.
+// NCCL_NET_GDR_READ=0 keeps every proxied FIFO in host memory.
+//
 // The proxied connections use channels of their own (TransportManagerImpl:
 // channel + the communicator's channel count), so the host executor's
 // messages on the same peer and channel never interleave with them.
@@ -52,8 +71,9 @@ class FifoProxy {
  public:
   using SendFor = std::function<Result<SendConnection*>(int peer, int channel)>;
   using RecvFor = std::function<Result<RecvConnection*>(int peer, int channel)>;
-  // `slots` x `slotBytes`: the geometry of every proxied FIFO (the device FIFOs').
-  FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes);
+  // `slots` x `slotBytes`: the geometry of every proxied FIFO (the device FIFOs'). `gdrDevice`: the
+  // CUDA device whose memory send FIFOs may keep their payload in (GPUDirect RDMA), -1 for none.
+  FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrDevice = -1);
   ~FifoProxy();
   FifoProxy(const FifoProxy&) = delete;
   FifoProxy& operator=(const FifoProxy&) = delete;
@@ -68,6 +88,8 @@ class FifoProxy {
   void run();
   bool pass();                        // one pass over the bridges; true when something moved
   bool forward(Bridge& b);            // send: FIFO -> connection
+  bool retire(Bridge& b);             // send: releases FIFO slots whose sends completed, in order
+  void placeInGpuMemory(Bridge& b);   // send: payload slots in GPU memory, when the network can read them
   bool deliver(Bridge& b);            // receive: connection -> FIFO
   void fail(Status s);
 
@@ -75,6 +97,7 @@ class FifoProxy {
   RecvFor recvFor_;
   uint32_t slots_;
   uint64_t slotBytes_;
+  int gdrDevice_;
   mutable std::mutex mu_;             // bridges_ (the thread holds it for a pass)
   std::vector<std::unique_ptr<Bridge>> bridges_;
   mutable std::mutex failMu_;         // failure_

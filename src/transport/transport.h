@@ -62,6 +62,21 @@ class SendConnection {
   virtual uint64_t commitDirect(const void* src, size_t bytes, uint32_t tag) = 0;
   // True once the peer released the message with this ticket (and all before it).
   virtual bool consumed(uint64_t ticket) const = 0;
+  // Send regions: memory the caller sends from again and again (the device FIFO proxy's slots,
+  // fifo_proxy.h), registered with the network once, after which canSendDirect/commitDirect take
+  // pieces of it. Only the net-plugin connections have them (GPUDirect RDMA from GPU memory).
+  enum class RegionState { kPending, kDirect, kRefused };
+  // Whether the network could send from GPU memory of CUDA device `cudaDev` at all (its pointer
+  // support and the driver's), before anything is registered.
+  virtual bool acceptsDeviceMemory(int /*cudaDev*/) const { return false; }
+  // Adds a region of CUDA device `cudaDev`'s memory; registered once the connection is set up.
+  virtual void addRegion(void* /*base*/, size_t /*bytes*/, int /*cudaDev*/) {}
+  // kPending until the connection registered the region; then kDirect, or kRefused (the network
+  // would not take it: its pieces must be copied to host memory first).
+  virtual RegionState regionState(const void* /*base*/) const { return RegionState::kRefused; }
+  // Waits (bounded) for the sends still reading the region, then drops its registration; before
+  // the caller frees it.
+  virtual void removeRegion(void* /*base*/) {}
   // Moves queued bytes (sockets); returns an error when the peer is gone.
   virtual Status progress() = 0;
 };

@@ -39,6 +39,14 @@ const IntKnob kRegionCache("THESEUS_SHM_REGION_CACHE", 64,
                            "for zero-copy receives; least recently used ones are unmapped beyond this");
 const BoolKnob kShmDirect("THESEUS_SHM_DIRECT", true,
                           "Send peer-mappable memory (ncclMemAlloc buffers, shared scratch) zero-copy over shm");
+const BoolKnob kNetGdrRead("NCCL_NET_GDR_READ", true,
+                            "GPUDirect RDMA for sends: the CUDA executor's FIFOs to peers on other hosts keep their "
+                            "payload slots in GPU memory, and the network reads them there, wherever it registers GPU "
+                            "memory (a dma-buf, or nvidia-peermem); 0 stages every such message through pinned host "
+                            "memory. Receives always land in host memory");
+const BoolKnob kDmaBufEnable("NCCL_DMABUF_ENABLE", true,
+                              "GPUDirect RDMA registers GPU memory with the network through a dma-buf where the "
+                              "driver and the network offer one; 0: only by address (nvidia-peermem)");
 const IntKnob kNetZeroCopy("THESEUS_NET_ZERO_COPY", -1,
                            "Send pieces of ncclCommRegister'ed host buffers without copying them into the "
                            "connection's ring (the network registers the buffer once): 1 over the IB network and "
@@ -134,6 +142,8 @@ Result<TransportConfig> readTransportConfig() {
 
   c.netPlugin = kNetPlugin.get();
   c.p2pDisable = kP2pDisable.get();
+  c.netGdrRead = kNetGdrRead.get();
+  c.dmaBufEnable = kDmaBufEnable.get();
 
   c.connectTimeoutMs = bootstrap::connectTimeoutMs();
   return c;

@@ -44,6 +44,8 @@ struct TransportConfig {
   std::string net;        // ncclConfig_t.netName / NCCL_NET (TransportOptions::net): by NCCL's name ("Socket"); empty: any
   std::string netPlugin;  // NCCL_NET_PLUGIN (loaded and queried once per process; carries no data yet)
   bool p2pDisable = false;  // NCCL_P2P_DISABLE: device FIFO slots stay in host memory (no CUDA IPC)
+  bool netGdrRead = true;   // NCCL_NET_GDR_READ: proxied device FIFOs send from GPU memory where the network can
+  bool dmaBufEnable = true; // NCCL_DMABUF_ENABLE: GPU memory registered through dma-bufs (else by address only)
 
   // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
   // connection, and prepare() waiting for the peers' connections.
@@ -51,7 +53,8 @@ struct TransportConfig {
 };
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
-// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
+// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_GDR_READ, NCCL_DMABUF_ENABLE,
+// NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
 // NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_SNDBUF/RCVBUF;
 // THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
 Result<TransportConfig> readTransportConfig();

@@ -46,6 +46,9 @@ struct TransportOptions {
   // Their payload slots in GPU memory, shared with local peers by CUDA IPC
   // (the CUDA executor; NCCL_P2P_DISABLE=1 keeps them in host memory).
   bool deviceFifoSlotsOnGpu = false;
+  // The communicator's CUDA device (-1: none): where proxied device FIFOs to other hosts keep their
+  // payload for GPUDirect RDMA sends (fifo_proxy.h).
+  int cudaDev = -1;
 };
 
 class TransportManager {

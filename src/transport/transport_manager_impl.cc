@@ -318,7 +318,8 @@ Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool 
       const int base = channels_;
       proxy_ = std::make_unique<FifoProxy>(
           [this, base](int p, int c) { return createSend(p, base + c); },
-          [this, base](int p, int c) { return createRecv(p, base + c); }, config_.shmSlots, config_.shmSlotBytes);
+          [this, base](int p, int c) { return createRecv(p, base + c); }, config_.shmSlots, config_.shmSlotBytes,
+          options_.deviceFifoSlotsOnGpu && config_.netGdrRead ? options_.cudaDev : -1);
     }
     proxy = proxy_.get();
   }

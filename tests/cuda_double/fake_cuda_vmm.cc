@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "fake_cuda_core.h"
 
@@ -222,8 +223,50 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
       *value = getenv("THESEUS_FAKE_CUDA_NO_VMM") == nullptr ? 1 : 0;
       return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
+      *value = getenv("THESEUS_FAKE_CUDA_NO_DMABUF") == nullptr ? 1 : 0;
+      return CUDA_SUCCESS;
     default:
       *value = 0;
       return CUDA_SUCCESS;
   }
+}
+
+// dma-buf export of device memory (GPUDirect RDMA): a new open file of the
+// allocation's memfd (its own file position), positioned at the range's first
+// byte, so that offset 0 of "the dma-buf" is that byte, as with CUDA. The IB
+// double's ibv_reg_dmabuf_mr maps the descriptor from its position: a NIC
+// reaches the pages through the descriptor, never through the CPU address.
+// Whole host pages inside one device allocation (cuMemAlloc or a VMM mapping),
+// as CUDA requires; THESEUS_FAKE_CUDA_NO_DMABUF=1 makes the device say it has
+// no dma-buf support and the call fail.
+FAKE_API CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
+                                                CUmemRangeHandleType handleType, unsigned long long flags) {
+  FAKE_API_CALL();
+  if (getenv("THESEUS_FAKE_CUDA_NO_DMABUF") != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (handle == nullptr || handleType != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags > 1 || size == 0 ||
+      dptr % page != 0 || size % page != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  fakecuda::Allocation a;
+  if (!fakecuda::findAllocation(reinterpret_cast<const void*>(dptr), &a) || a.kind != fakecuda::Kind::kDevice ||
+      dptr + size > a.base + a.bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  int backing = a.fd;
+  if (a.vmm) {
+    std::lock_guard<std::mutex> lock(vmmMutex());
+    auto it = handles().find(a.handle);
+    if (it == handles().end()) return CUDA_ERROR_INVALID_VALUE;
+    backing = it->second.fd;
+  }
+  if (backing < 0) return CUDA_ERROR_INVALID_VALUE;
+  const std::string path = "/proc/self/fd/" + std::to_string(backing);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (lseek(fd, static_cast<off_t>(dptr - a.base), SEEK_SET) < 0) {
+    close(fd);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<int*>(handle) = fd;
+  return CUDA_SUCCESS;
 }

@@ -748,6 +748,21 @@ TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {
 // (slots again) and with a window. The rank then finds in its own log
 // (NCCL_DEBUG_FILE) that its peers did read its buffers in place and that it
 // mapped theirs.
+// This process's NCCL_DEBUG_FILE (a "%p" pattern), "" when there is none.
+std::string ownLog() {
+  const char* pattern = getenv("NCCL_DEBUG_FILE");
+  if (pattern == nullptr) return "";
+  std::string path = pattern;
+  path.replace(path.find("%p"), 2, std::to_string(getpid()));
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  std::string log;
+  char buf[4096];
+  for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) log.append(buf, k);
+  fclose(f);
+  return log;
+}
+
 THESEUS_RANK_FN(registered_zero_copy) {
   OPEN_DEVICE_RANK(stream, comm);
   const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
@@ -825,16 +840,8 @@ THESEUS_RANK_FN(registered_zero_copy) {
   RANK_NCCL(ncclCommDestroy(comm));
   CUDA_OK(cudaStreamDestroy(stream));
   if (n > 1) {
-    const char* pattern = getenv("NCCL_DEBUG_FILE");
-    RANK_CHECK(pattern != nullptr);
-    std::string path = pattern;
-    path.replace(path.find("%p"), 2, std::to_string(getpid()));
-    FILE* f = fopen(path.c_str(), "r");
-    RANK_CHECK(f != nullptr);
-    std::string log;
-    char buf[4096];
-    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) log.append(buf, k);
-    fclose(f);
+    const std::string log = ownLog();
+    RANK_CHECK(!log.empty());
     RANK_CHECK(log.find("in place from its registered device buffers (zero-copy)") != std::string::npos);
     RANK_CHECK(log.find("registered device buffer") != std::string::npos &&
                log.find("in place (" + std::string(getenv("THESEUS_TEST_EXPECT_MAPPING"))) != std::string::npos);
@@ -917,4 +924,120 @@ TEST(GpuCudaExecutor, DestroyedCommunicatorsLeaveNothingRegistered) {
   for (const auto* options : {&slotsInHostMemory, &proxied})
     EXPECT_RANKS_OK(theseus::test::runRanks("destroyed_communicators_unregister", 2, *options));
   EXPECT_RANKS_OK(theseus::test::runRanks("destroyed_communicators_unregister", 2, cudaExecutor()));  // GPU slots
+}
+
+// GPUDirect RDMA sends (transport/fifo_proxy.h): every rank a host of its own, so every device FIFO
+// goes through the proxy over the IB network (the libibverbs test double). Where the network
+// registers GPU memory, the send FIFOs keep their payload in GPU memory and the network sends from
+// there (a dma-buf of the range, which the IB double maps through its descriptor: wrong bytes if the
+// descriptor or offset were wrong). Collectives of 1 element to several MiB (8 channels, more
+// messages in flight than the ring holds) and a send/recv ring, every result checked; then the log
+// says which way the FIFOs went (THESEUS_TEST_EXPECT_LOG, "|"-separated, must all appear;
+// THESEUS_TEST_FORBID_LOG must not). On a GPU, the IB double cannot map a real dma-buf, so the
+// registration is refused and messages are copied: only results are checked there.
+THESEUS_RANK_FN(gdr_sends) {
+  setenv("THESEUS_FAKE_IBV_HOST", ("host" + std::to_string(ctx.rank)).c_str(), 1);
+  OPEN_DEVICE_RANK(stream, comm);
+  const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  const size_t maxCount = (size_t{1} << 20) + 7;
+  float *src, *dst;
+  CUDA_OK(cudaMalloc(&src, maxCount * sizeof(float)));
+  CUDA_OK(cudaMalloc(&dst, maxCount * n * sizeof(float)));
+  std::vector<float> host(maxCount * n), got(maxCount * n);
+  auto value = [](size_t i, int rank, int iter) { return float((i % 61) + 1000 * rank + iter); };
+  int iter = 0;
+  for (size_t count : {size_t{1}, size_t{3000}, maxCount}) {
+    ++iter;
+    for (size_t i = 0; i < count; ++i) host[i] = value(i, ctx.rank, iter);
+    CUDA_OK(cudaMemcpy(src, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    RANK_NCCL(ncclAllReduce(src, dst, count, ncclFloat, ncclSum, comm, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), dst, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += value(i, r, iter);
+      RANK_CHECK(got[i] == float(want));
+    }
+    RANK_NCCL(ncclAllGather(src, dst, count, ncclFloat, comm, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), dst, count * n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(got[r * count + i] == value(i, r, iter));
+    RANK_NCCL(ncclGroupStart());
+    RANK_NCCL(ncclSend(src, count, ncclFloat, next, comm, stream));
+    RANK_NCCL(ncclRecv(dst, count, ncclFloat, prev, comm, stream));
+    RANK_NCCL(ncclGroupEnd());
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(got.data(), dst, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(got[i] == value(i, prev, iter));
+  }
+  CUDA_OK(cudaFree(src));
+  CUDA_OK(cudaFree(dst));
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  if (fakeCudaCallsOnThisThread == nullptr) return 0;  // a real GPU: results only (above)
+  const std::string log = ownLog();
+  RANK_CHECK(!log.empty());
+  auto each = [](const char* list, const std::function<bool(const std::string&)>& ok) {
+    std::string l = list != nullptr ? list : "";
+    for (size_t at = 0; at < l.size();) {
+      const size_t bar = std::min(l.find('|', at), l.size());
+      if (bar > at && !ok(l.substr(at, bar - at))) {
+        fprintf(stderr, "log expectation failed: %s\n", l.substr(at, bar - at).c_str());
+        return false;
+      }
+      at = bar + 1;
+    }
+    return true;
+  };
+  RANK_CHECK(each(getenv("THESEUS_TEST_EXPECT_LOG"), [&](const std::string& t) { return log.find(t) != std::string::npos; }));
+  RANK_CHECK(each(getenv("THESEUS_TEST_FORBID_LOG"), [&](const std::string& t) { return log.find(t) == std::string::npos; }));
+  return 0;
+}
+
+TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-gdr-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto base = cudaExecutor();
+  base.env["NCCL_IBVERBS_LIB"] = THESEUS_FAKE_IBVERBS;
+  base.env["THESEUS_FAKE_IBV_DIR"] = dir;
+  base.env["NCCL_NET"] = "IB";
+  base.env["NCCL_SHM_DISABLE"] = "1";
+  base.env["THESEUS_TEST_HOST_PER_RANK"] = "1";
+  base.env["NCCL_DEBUG"] = "INFO";
+  base.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
+  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  struct Case {
+    const char* what;
+    std::vector<std::pair<std::string, std::string>> env;
+    const char* expect;
+    const char* forbid;
+  };
+  const Case cases[] = {
+      {"GPUDirect RDMA through dma-bufs", {},
+       "(dma-buf)|, in GPU memory: GPUDirect RDMA)|GPUDirect RDMA to rank|by dma-buf",
+       "copied to host memory first|, in host memory)"},
+      {"NCCL_NET_GDR_READ=0", {{"NCCL_NET_GDR_READ", "0"}}, "through a proxy", "GPUDirect RDMA|in GPU memory"},
+      {"a provider without dma-bufs", {{"THESEUS_FAKE_IBV_FAULT", "no_dmabuf"}}, ", in host memory)",
+       "GPUDirect RDMA to rank|in GPU memory"},
+      {"a driver without dma-bufs", {{"THESEUS_FAKE_CUDA_NO_DMABUF", "1"}}, ", in host memory)",
+       "GPUDirect RDMA to rank|in GPU memory"},
+      {"a registration the NIC refuses",
+       {{"THESEUS_FAKE_IBV_FAULT", "dmabuf_fail"}},
+       ", in GPU memory: GPUDirect RDMA)|could not be registered|copied to host memory first",
+       "GPUDirect RDMA to rank"},
+  };
+  for (const Case& c : cases) {
+    auto o = base;
+    for (const auto& [k, v] : c.env) o.env[k] = v;
+    o.env["THESEUS_TEST_EXPECT_LOG"] = c.expect;
+    o.env["THESEUS_TEST_FORBID_LOG"] = c.forbid;
+    for (int n : {2, 3}) {
+      auto r = theseus::test::runRanks("gdr_sends", n, o);
+      EXPECT_TRUE(r.allOk()) << c.what << ", " << n << " ranks: " << r.describe();
+    }
+  }
+  std::string rm = std::string("rm -rf ") + dir;
+  EXPECT_EQ(system(rm.c_str()), 0);
 }

@@ -74,6 +74,10 @@ FaultConfig parseFaults(const char* text) {
     uint64_t n = 0;
     if (key == "reg_mr_fail" && eq == std::string::npos) {
       f.regMrFail = true;
+    } else if (key == "no_dmabuf" && eq == std::string::npos) {
+      f.noDmaBuf = true;
+    } else if (key == "dmabuf_fail" && eq == std::string::npos) {
+      f.dmaBufFail = true;
     } else if (key == "qp_error_after" && parseUnsigned(value, &n) && n > 0) {
       f.qpErrorAfter = n;
     } else if (key == "rem_access_after" && parseUnsigned(value, &n) && n > 0) {

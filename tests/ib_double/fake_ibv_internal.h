@@ -46,6 +46,8 @@ struct FaultConfig {
   uint64_t remAccessAfter = 0;  // the Nth RDMA write/read posted carries a wrong rkey
   uint64_t cqOverrunAfter = 0;  // the CQ receiving the Nth completion overruns
   bool regMrFail = false;       // every ibv_reg_mr fails with ENOMEM
+  bool noDmaBuf = false;        // the provider has no dma-buf support: ibv_reg_dmabuf_mr fails with EOPNOTSUPP
+  bool dmaBufFail = false;      // ibv_reg_dmabuf_mr of a descriptor fails with EFAULT (support probes still pass)
 };
 
 struct Config {
@@ -101,6 +103,8 @@ struct FakeMr {
   FakePd* pd = nullptr;
   unsigned access = 0;
   uint64_t iova = 0;  // the address remote peers and SGEs use for mr.addr
+  void* dmaBufMap = nullptr;  // a dma-buf registration: the double's mapping of the descriptor (unmapped at dereg)
+  size_t dmaBufMapBytes = 0;
 };
 
 struct FakeCq;

@@ -5,12 +5,14 @@
 // exception (allocation failure) into the errno-style failure verbs callers expect.
 #include <endian.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "fake_ibv_api.h"
@@ -401,12 +403,71 @@ FAKE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, 
   return guard<ibv_mr*>(nullptr, [&] { return regMr(pd, addr, length, iova, access); });
 }
 
+// A dma-buf registration (GPUDirect RDMA): the NIC reaches memory through the
+// descriptor, from `offset` past the descriptor's start. The double maps the
+// descriptor there and registers that mapping under `iova` (the device address
+// the caller's work requests use), so bytes move through the descriptor's pages
+// and never through the caller's own address: a wrong descriptor or offset moves
+// wrong bytes, as on a NIC. The start is the descriptor's file position, which
+// the CUDA double's cuMemGetHandleForAddressRange sets to the exported range
+// (a real dma-buf starts at the range). Faults: no_dmabuf (the provider has no
+// dma-buf support: EOPNOTSUPP, what rdma-core answers then, probes included),
+// dmabuf_fail (a descriptor's registration fails with EFAULT).
+FAKE_IBV_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                          int access) {
+  return guard<ibv_mr*>(nullptr, [&]() -> ibv_mr* {
+    FaultConfig faults;
+    {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.mu);
+      faults = s.cfg.faults;
+    }
+    if (faults.noDmaBuf) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      errno = EBADF;
+      return nullptr;
+    }
+    if (faults.dmaBufFail) {
+      errno = EFAULT;
+      return nullptr;
+    }
+    const off_t start = lseek(fd, 0, SEEK_CUR);
+    const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (pd == nullptr || length == 0 || start < 0 ||
+        static_cast<uint64_t>(start) + offset + length > static_cast<uint64_t>(st.st_size)) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    const uint64_t at = static_cast<uint64_t>(start) + offset;
+    const uint64_t skew = at % page;
+    const size_t mapBytes = (skew + length + page - 1) / page * page;
+    void* map = mmap(nullptr, mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(at - skew));
+    if (map == MAP_FAILED) return nullptr;  // errno from mmap
+    ibv_mr* mr = regMr(pd, static_cast<char*>(map) + skew, length, iova, static_cast<unsigned>(access));
+    if (mr == nullptr) {
+      const int e = errno;
+      munmap(map, mapBytes);
+      errno = e;
+      return nullptr;
+    }
+    auto* m = reinterpret_cast<FakeMr*>(mr);
+    m->dmaBufMap = map;
+    m->dmaBufMapBytes = mapBytes;
+    return mr;
+  });
+}
+
 FAKE_IBV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   auto* m = reinterpret_cast<FakeMr*>(mr);
   s.mrs.erase(m->mr.rkey);
   --m->pd->users;
+  if (m->dmaBufMap != nullptr) munmap(m->dmaBufMap, m->dmaBufMapBytes);
   delete m;
   return 0;
 }

@@ -169,6 +169,7 @@ TEST(IbDoubleApi, ExportsTheVerbsSymbolsUnderTheRealName) {
        {"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name", "ibv_get_device_guid",
         "ibv_open_device", "ibv_close_device", "ibv_query_device", "ibv_query_port", "ibv_query_gid",
         "_ibv_query_gid_ex", "ibv_query_pkey", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr", "ibv_reg_mr_iova2",
+        "ibv_reg_dmabuf_mr",
         "ibv_dereg_mr", "ibv_create_cq", "ibv_destroy_cq", "ibv_create_comp_channel", "ibv_destroy_comp_channel",
         "ibv_get_cq_event", "ibv_ack_cq_events", "ibv_create_qp", "ibv_modify_qp", "ibv_query_qp", "ibv_destroy_qp",
         "ibv_get_async_event", "ibv_ack_async_event", "ibv_wc_status_str", "ibv_event_type_str", "ibv_fork_init"})

@@ -147,6 +147,9 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
   // QPs are connected (credits it granted before the failover are void: it grants them again).
   if (mode_ == Mode::kFailingOver || mode_ == Mode::kRecovering) return ncclSuccess;
   if (mode_ == Mode::kTcp) {
+    if (mhandle != nullptr && static_cast<IbMemory*>(mhandle)->device())
+      return fail(remoteError("IB: %s runs over TCP since its HCA failed, and a message from GPU memory (GPUDirect "
+                              "RDMA) cannot take that path", where(-1).c_str()));
     IbRequest* r = freeRequest();
     if (r == nullptr) return ncclSuccess;
     *r = IbRequest{IbRequest::kSend, this, 1, static_cast<int64_t>(size), sent_, static_cast<char*>(data), 0, tag, 0};
@@ -183,7 +186,7 @@ ncclResult_t IbComm::isend(void* data, size_t size, int tag, void* mhandle, void
   const size_t chunk = ((size + nqps - 1) / nqps + 127) / 128 * 128;
   const uint64_t index = static_cast<uint64_t>(r - requests_);
   *r = IbRequest{IbRequest::kSend, this, static_cast<int>(nqps), static_cast<int64_t>(size), sent_,
-                 static_cast<char*>(data), 0, tag, 0};
+                 static_cast<char*>(data), 0, tag, 0, mem};
   sendBySlot_[sent_ % kFifoDepth] = r;
   for (size_t q = 0; q < nqps; ++q) {
     const size_t off = std::min(size, q * chunk), len = std::min(size - off, chunk);

@@ -4,8 +4,10 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <thread>
@@ -17,6 +19,28 @@
 
 namespace theseus::transport::ib {
 namespace {
+
+// Whether the provider registers dma-bufs: rdma-core answers a registration of
+// no descriptor with EOPNOTSUPP (or EPROTONOSUPPORT) when the provider has no
+// dma-buf support, and with another error (EBADF) when it has.
+bool providerTakesDmaBufs(const IbVerbs* verbs, ibv_pd* pd) {
+  if (verbs->regDmaBufMr == nullptr || pd == nullptr) return false;
+  errno = 0;
+  ibv_mr* mr = verbs->regDmaBufMr(pd, 0, 0, 0, -1, 0);
+  if (mr != nullptr) {
+    verbs->deregMr(mr);
+    return true;
+  }
+  return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+}
+
+// nvidia-peermem (or the older nv_peer_mem) lets ibv_reg_mr take GPU addresses.
+bool peerMemoryLoaded() {
+  for (const char* path : {"/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/module/nvidia_peermem/version",
+                           "/sys/module/nv_peer_mem/version"})
+    if (access(path, F_OK) == 0) return true;
+  return false;
+}
 
 bool zeroGid(const ibv_gid& g) {
   for (unsigned char b : g.raw)
@@ -131,9 +155,10 @@ int ibPortSpeedMbps(int activeSpeed, int activeWidth) {
 }
 
 std::string IbDevice::describe() const {
-  char buf[160];
-  snprintf(buf, sizeof(buf), "%s:%d (%s, %s %d, %d Mb/s)", name.c_str(), port, roce ? "RoCE" : "IB",
-           roce ? "GID index" : "LID", roce ? gidIndex : lid, speedMbps);
+  char buf[200];
+  snprintf(buf, sizeof(buf), "%s:%d (%s, %s %d, %d Mb/s%s%s)", name.c_str(), port, roce ? "RoCE" : "IB",
+           roce ? "GID index" : "LID", roce ? gidIndex : lid, speedMbps, dmaBuf ? ", dma-buf" : "",
+           peerMemory ? ", peer memory" : "");
   return buf;
 }
 
@@ -219,6 +244,8 @@ void IbDevices::discover() {
       d->speedMbps = ibPortSpeedMbps(pattr.active_speed, pattr.active_width);
       d->rateMbps.store(d->speedMbps);
       d->maxQpWr = dattr.max_qp_wr;
+      d->dmaBuf = providerTakesDmaBufs(verbs_, pd);
+      d->peerMemory = peerMemoryLoaded();
       d->gidIndex = d->roce ? chooseRoceGid(verbs_, ctx, port, pattr.gid_tbl_len, s) : std::max(s.gidIndex, 0);
       if (verbs_->queryGid(ctx, static_cast<uint8_t>(port), d->gidIndex, &d->gid) != 0) {
         TH_WARN("IB: %s:%d: GID index %d cannot be read: %s; port not used", name.c_str(), port, d->gidIndex,

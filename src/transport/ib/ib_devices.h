@@ -46,6 +46,10 @@ struct IbDevice {
   std::string pciPath;       // sysfs path of the PCI device ("" when unknown)
   int speedMbps = 0;
   int maxQpWr = 0;
+  // GPUDirect RDMA: the provider registers dma-bufs (ibv_reg_dmabuf_mr probed at open), and the
+  // host's kernel lets the HCA reach GPU memory by address (nvidia-peermem loaded).
+  bool dmaBuf = false;
+  bool peerMemory = false;
   std::atomic<bool> up{true};
   std::atomic<uint64_t> asyncErrors{0};
   std::atomic<uint64_t> downEvents{0};   // times the port went down (its QPs then went to the error state)

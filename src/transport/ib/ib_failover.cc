@@ -131,6 +131,9 @@ Status IbComm::onResume(uint64_t first, int32_t flags) {
     if (r == nullptr || r->kind != IbRequest::kSend || r->seq != seq || r->pending <= 0)
       return remoteError("IB: %s: the peer asked to resume at message %llu, which this side already completed",
                          where(-1).c_str(), static_cast<unsigned long long>(seq));
+    if (r->mem != nullptr && r->mem->device())
+      return remoteError("IB: %s: message %llu lies in GPU memory (GPUDirect RDMA) and cannot be re-sent over TCP",
+                         where(-1).c_str(), static_cast<unsigned long long>(seq));
     r->pending = 1;
     r->moved = 0;
     tcpQueue_.push_back(r);

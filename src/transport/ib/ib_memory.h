@@ -20,8 +20,14 @@ namespace theseus::transport::ib {
 
 class IbMemory {
  public:
-  IbMemory(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  // Host memory, or device memory the HCA reaches by its address (nvidia-peermem).
+  IbMemory(void* data, size_t bytes, bool device = false) : data_(data), bytes_(bytes), device_(device) {}
+  // Device memory through a dma-buf: a duplicate of `fd` is kept, for the registration on another
+  // HCA after a move.
+  IbMemory(void* data, size_t bytes, int dmaBufFd, uint64_t offset);
   ~IbMemory();
+  // GPU memory: the CPU cannot read it, so messages from it cannot take the TCP fallback.
+  bool device() const { return device_; }
   IbMemory(const IbMemory&) = delete;
   IbMemory& operator=(const IbMemory&) = delete;
 
@@ -36,6 +42,10 @@ class IbMemory {
   std::mutex mu_;
   void* data_;
   size_t bytes_;
+  bool device_ = false;
+  bool dmaBuf_ = false;
+  int dmaBufFd_ = -1;  // dmaBuf_: our duplicate (-1: duplicating it failed)
+  uint64_t dmaBufOffset_ = 0;
   std::vector<Registration> registrations_;  // one per MR cache (protection domain); usually one
 };
 

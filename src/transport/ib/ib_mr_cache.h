@@ -28,10 +28,13 @@ class MrCache {
   MrCache& operator=(const MrCache&) = delete;
 
   Result<ibv_mr*> acquire(const void* data, size_t bytes);
+  // Device memory through its dma-buf (GPUDirect RDMA): `fd` from `offset` holds [data, data + bytes),
+  // registered exactly (data is the MR's iova) and shared only by the same range.
+  Result<ibv_mr*> acquireDmaBuf(const void* data, size_t bytes, int fd, uint64_t offset);
   void release(ibv_mr* mr);
 
   struct Stats {
-    uint64_t registrations = 0;  // ibv_reg_mr calls
+    uint64_t registrations = 0;  // ibv_reg_mr and ibv_reg_dmabuf_mr calls
     uint64_t hits = 0;           // acquisitions served by an existing MR
     size_t live = 0;             // MRs registered now
   };
@@ -43,6 +46,7 @@ class MrCache {
     uintptr_t end;
     ibv_mr* mr;
     int refs;
+    bool dmaBuf = false;
   };
   const IbVerbs* verbs_;
   ibv_pd* pd_;

@@ -127,7 +127,10 @@ ncclResult_t ibGetProperties(int dev, ncclNetProperties_v12_t* props) {
   props->name = const_cast<char*>(d->name.c_str());
   props->pciPath = d->pciPath.empty() ? nullptr : const_cast<char*>(d->pciPath.c_str());
   props->guid = d->guid;
-  props->ptrSupport = NCCL_PTR_HOST;
+  // GPUDirect RDMA: dma-buf registrations where the provider takes them, GPU addresses where
+  // nvidia-peermem lets ibv_reg_mr take them. Only sends read GPU memory (the device FIFO proxy's);
+  // receives land in host memory.
+  props->ptrSupport = NCCL_PTR_HOST | (d->dmaBuf ? NCCL_PTR_DMABUF : 0) | (d->peerMemory ? NCCL_PTR_CUDA : 0);
   props->speed = d->speedMbps;
   props->port = d->port;
   props->latency = 0;
@@ -313,10 +316,30 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11
 
 ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
-  if (type != NCCL_PTR_HOST)
-    return report(invalidUsage("IB: only host memory can be registered (GPUDirect RDMA is not available)"));
-  auto memory = std::make_unique<IbMemory>(data, size);
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA)
+    return report(invalidUsage("IB: regMr of memory type %d (host or CUDA memory)", type));
+  if (type == NCCL_PTR_CUDA && !static_cast<IbComm*>(comm)->device()->peerMemory)
+    return report(invalidUsage("IB: %s cannot register GPU memory by address: nvidia-peermem is not loaded "
+                               "(regMrDmaBuf registers it through a dma-buf)",
+                               static_cast<IbComm*>(comm)->device()->name.c_str()));
+  auto memory = std::make_unique<IbMemory>(data, size, type == NCCL_PTR_CUDA);
   auto mr = memory->on(static_cast<IbComm*>(comm)->device());  // registered now where the comm is
+  if (!mr.isOk()) return report(mr.status());
+  *mhandle = memory.release();
+  return ncclSuccess;
+}
+
+// GPUDirect RDMA through a dma-buf of device memory (device/dmabuf.h): `fd` from `offset` holds
+// [data, data + size); the registration keeps its own duplicate of the descriptor.
+ncclResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  *mhandle = nullptr;
+  if (type == NCCL_PTR_HOST) return ibRegMr(comm, data, size, type, mhandle);
+  const IbDevice* dev = static_cast<IbComm*>(comm)->device();
+  if (type != NCCL_PTR_CUDA) return report(invalidUsage("IB: regMrDmaBuf of memory type %d", type));
+  if (!dev->dmaBuf) return report(invalidUsage("IB: %s does not register dma-bufs", dev->name.c_str()));
+  if (fd < 0) return report(invalidUsage("IB: regMrDmaBuf without a descriptor"));
+  auto memory = std::make_unique<IbMemory>(data, size, fd, offset);
+  auto mr = memory->on(dev);
   if (!mr.isOk()) return report(mr.status());
   *mhandle = memory.release();
   return ncclSuccess;
@@ -334,6 +357,9 @@ ncclResult_t ibIsend(void* sendComm, void* data, size_t size, int tag, void* mha
 ncclResult_t ibIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**,
                      void** request) {
   if (n != 1) return report(internalError("IB: irecv of %d buffers (this network takes one: maxRecvs 1)", n));
+  if (mhandles[0] != nullptr && static_cast<IbMemory*>(mhandles[0])->device())
+    return report(invalidUsage("IB: receives into GPU memory are not supported (they would need iflush); "
+                               "receive into host memory"));
   return static_cast<IbComm*>(recvComm)->irecv(data[0], sizes[0], tags[0], mhandles[0], request);
 }
 
@@ -368,7 +394,7 @@ const ncclNet_v12_t kIbNet = {
     /*connect=*/ibConnect,
     /*accept=*/ibAccept,
     /*regMr=*/ibRegMr,
-    /*regMrDmaBuf=*/nullptr,
+    /*regMrDmaBuf=*/ibRegMrDmaBuf,
     /*deregMr=*/ibDeregMr,
     /*isend=*/ibIsend,
     /*irecv=*/ibIrecv,

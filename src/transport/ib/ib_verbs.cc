@@ -48,6 +48,7 @@ Result<const IbVerbs*> load() {
   bindSymbol(handle, "ibv_dealloc_pd", &v->deallocPd, &missing);
   bindSymbol(handle, "ibv_reg_mr", &v->regMr, &missing);
   bindSymbol(handle, "ibv_dereg_mr", &v->deregMr, &missing);
+  bindSymbol(handle, "ibv_reg_dmabuf_mr", &v->regDmaBufMr, nullptr);
   bindSymbol(handle, "ibv_create_cq", &v->createCq, &missing);
   bindSymbol(handle, "ibv_destroy_cq", &v->destroyCq, &missing);
   bindSymbol(handle, "ibv_create_qp", &v->createQp, &missing);

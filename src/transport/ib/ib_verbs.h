@@ -35,6 +35,8 @@ struct IbVerbs {
   int (*deallocPd)(ibv_pd* pd) = nullptr;
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access) = nullptr;
   int (*deregMr)(ibv_mr* mr) = nullptr;
+  // Optional (rdma-core >= 34): device memory registered through its dma-buf (GPUDirect RDMA).
+  ibv_mr* (*regDmaBufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) = nullptr;
   ibv_cq* (*createCq)(ibv_context* ctx, int cqe, void* cqContext, ibv_comp_channel* channel, int vector) = nullptr;
   int (*destroyCq)(ibv_cq* cq) = nullptr;
   ibv_qp* (*createQp)(ibv_pd* pd, ibv_qp_init_attr* attr) = nullptr;

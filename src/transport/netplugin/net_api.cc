@@ -104,6 +104,22 @@ ncclResult_t NetApi::regMr(void* comm, void* data, size_t size, int type, void**
                   t->regMr(comm, data, small, type, mhandle), t->regMr(comm, data, small, type, mhandle))
 }
 
+bool NetApi::hasRegMrDmaBuf() const {
+  TH_NET_DISPATCH(t->regMrDmaBuf != nullptr, t->regMrDmaBuf != nullptr, t->regMrDmaBuf != nullptr,
+                  t->regMrDmaBuf != nullptr, t->regMrDmaBuf != nullptr, t->regMrDmaBuf != nullptr)
+}
+
+ncclResult_t NetApi::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                 void** mhandle) const {
+  if (!hasRegMrDmaBuf()) return ncclInternalError;
+  TH_NET_DISPATCH(t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle),
+                  t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle),
+                  t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle),
+                  t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle),
+                  t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle),
+                  t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle))
+}
+
 ncclResult_t NetApi::deregMr(void* comm, void* mhandle) const {
   TH_NET_DISPATCH(t->deregMr(comm, mhandle), t->deregMr(comm, mhandle), t->deregMr(comm, mhandle),
                   t->deregMr(comm, mhandle), t->deregMr(comm, mhandle), t->deregMr(comm, mhandle))

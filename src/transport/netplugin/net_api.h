@@ -4,8 +4,9 @@
 // v11 on, a comm config in v10's connect, profiler handles in v10+ isend/irecv,
 // int sizes up to v8, device-offload arguments from v7. NetApi binds the
 // descriptor of the version the loader found and offers one set of calls —
-// the subset a host-memory backend needs: listen/connect/accept (non-blocking:
-// a null comm means "not yet, call again"), host memory registration, single
+// the subset the backend needs: listen/connect/accept (non-blocking:
+// a null comm means "not yet, call again"), memory registration (host memory,
+// device memory by address or dma-buf for GPUDirect RDMA sends), single
 // isend/irecv requests (a null request means "retry later"), test and the
 // closes. Calls are marked with the plugin's name for its logger (CallScope).
 #pragma once
@@ -42,6 +43,10 @@ class NetApi {
   ncclResult_t connect(int dev, void* handle, void** sendComm) const;
   ncclResult_t accept(void* listenComm, void** recvComm) const;
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) const;
+  // Device memory through a dma-buf descriptor (GPUDirect RDMA); only when hasRegMrDmaBuf().
+  bool hasRegMrDmaBuf() const;
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle) const;
   ncclResult_t deregMr(void* comm, void* mhandle) const;
   ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) const;
   ncclResult_t irecv(void* recvComm, void* data, size_t size, int tag, void* mhandle, void** request) const;

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "topology/topology.h"
+#include "transport/netplugin/nccl_net_abi.h"
 #include "transport/netplugin/net_device_choice.h"
 
 namespace theseus::transport::netplugin {
@@ -66,6 +67,8 @@ NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
   p.slotBytes = std::min(ctx_.config.socketSlotBytes,
                          plugin_->api().maxMessageBytes() - sizeof(wire::NetMessageHeader));
   p.timeoutMs = ctx_.connectTimeoutMs;
+  if (device_ >= 0 && device_ < static_cast<int>(plugin_->devices().size()))
+    p.ptrSupport = plugin_->devices()[device_].ptrSupport & (ctx_.config.dmaBufEnable ? ~0 : ~NCCL_PTR_DMABUF);
   return p;
 }
 

@@ -33,6 +33,14 @@
 // overwrites that memory while the network still reads it. The receive side
 // still lands in the ring (the executor reduces or copies from there).
 //
+// GPUDirect RDMA sends (send regions, transport.h): the device FIFO proxy's
+// slots in GPU memory go the same way as a zero-copy send, with a registration
+// of the region made once the comm exists: through a dma-buf of the range
+// (device/dmabuf.h, regMrDmaBuf) where the device says NCCL_PTR_DMABUF and the
+// driver exports one, else by address (regMr, NCCL_PTR_CUDA) where it says
+// NCCL_PTR_CUDA. A region the plugin refuses is reported as such (WARN), and
+// the proxy then copies its messages to host memory first.
+//
 // Progress: a plugin moves bytes only when called (isend returning "retry",
 // test). The executor drives its connections while it runs; the backend's
 // NetPump thread drives those with work in flight (sends not yet complete,
@@ -105,6 +113,7 @@ struct NetParams {
   int64_t timeoutMs = 60000;     // a connected peer's handoff, and the plugin's connect/accept
   AsyncFailure* failures = nullptr;  // sends: where a failure goes too (async_failure.h)
   const UserBuffers* userBuffers = nullptr;  // sends: registered buffers sent zero-copy (null: never)
+  int ptrSupport = 1;   // the device's NCCL_PTR_* bits (NCCL_PTR_HOST)
 };
 
 // What the pump drives.

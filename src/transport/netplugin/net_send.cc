@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "device/dmabuf.h"
 #include "transport/netplugin/nccl_net_abi.h"
 #include "transport/netplugin/net_connection.h"
 #include "transport/peer_accept.h"
@@ -55,6 +56,15 @@ void claimHandoff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& 
 }
 
 class NetSendConnection final : public SendConnection, public NetPumpClient, private NetEndpoint {
+  struct Region {  // a send region (GPU memory) and its registration on this comm
+    char* base = nullptr;
+    size_t bytes = 0;
+    int cudaDev = -1;
+    RegionState state = RegionState::kPending;
+    void* mhandle = nullptr;
+    const char* how = "";
+  };
+
  public:
   NetSendConnection(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& p, RingMemory ring,
                     const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump)
@@ -78,6 +88,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     if (comm_ != nullptr) {
       for (const UserMr& m : userMrs_)
         if (m.mhandle != nullptr) api_.deregMr(comm_, m.mhandle);
+      for (const Region& r : regions_)
+        if (r.mhandle != nullptr) api_.deregMr(comm_, r.mhandle);
       if (mhandle_ != nullptr) api_.deregMr(comm_, mhandle_);
       api_.closeSend(comm_);
     }
@@ -120,13 +132,23 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
   // Zero-copy (see net_connection.h): the piece lies in a registered buffer the plugin took, and
   // the ring has room for the header and the payload entry.
   bool canSendDirect(const void* src, size_t bytes) const override {
-    if (p_.userBuffers == nullptr || p_.userBuffers->empty() || !acquired_ || bytes > p_.slotBytes) return false;
+    if (!acquired_ || bytes > p_.slotBytes) return false;
     if (committed_.load(std::memory_order_relaxed) + 2 - completed_.load(std::memory_order_acquire) > p_.slots)
       return false;
+    auto* self = const_cast<NetSendConnection*>(this);
+    if (hasRegions_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(self->mu_);
+      for (const Region& r : regions_) {
+        if (static_cast<const char*>(src) < r.base || static_cast<const char*>(src) + bytes > r.base + r.bytes)
+          continue;
+        self->directMh_ = r.state == RegionState::kDirect ? r.mhandle : nullptr;
+        return self->directMh_ != nullptr;
+      }
+    }
+    if (p_.userBuffers == nullptr || p_.userBuffers->empty()) return false;
     UserBuffers::Buffer b;
     if (!p_.userBuffers->find(src, bytes, &b)) return false;
     // Registering the buffer with this comm the first time it is used here is the only change.
-    auto* self = const_cast<NetSendConnection*>(this);
     std::lock_guard lock(self->mu_);
     self->directMh_ = self->userMr(b);
     return self->directMh_ != nullptr;
@@ -161,6 +183,34 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     userMrs_.erase(it);
   }
   bool consumed(uint64_t ticket) const override { return completed_.load(std::memory_order_acquire) >= ticket; }
+
+  // Send regions (GPUDirect RDMA; net_connection.h).
+  bool acceptsDeviceMemory(int cudaDev) const override {
+    return (p_.ptrSupport & NCCL_PTR_CUDA) != 0 ||
+           ((p_.ptrSupport & NCCL_PTR_DMABUF) != 0 && api_.hasRegMrDmaBuf() && device::DmaBuf::supported(cudaDev));
+  }
+  void addRegion(void* base, size_t bytes, int cudaDev) override {
+    std::lock_guard lock(mu_);
+    regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
+    hasRegions_.store(true, std::memory_order_release);
+    if (comm_ != nullptr) registerRegion(regions_.back());
+  }
+  RegionState regionState(const void* base) const override {
+    std::lock_guard lock(const_cast<NetSendConnection*>(this)->mu_);
+    for (const Region& r : regions_)
+      if (r.base == base) return r.state;
+    return RegionState::kRefused;
+  }
+  void removeRegion(void* base) override {
+    std::unique_lock lock(mu_);
+    auto it = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) { return r.base == base; });
+    if (it == regions_.end()) return;
+    flush(lock);  // nothing may still read it
+    it = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) { return r.base == base; });
+    if (it == regions_.end()) return;
+    if (comm_ != nullptr && it->mhandle != nullptr) api_.deregMr(comm_, it->mhandle);
+    regions_.erase(it);
+  }
 
   Status progress() override {
     std::lock_guard lock(mu_);
@@ -275,7 +325,51 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       }
       return false;
     }
-    return registerRing(comm_, &mhandle_, "to");
+    if (!registerRing(comm_, &mhandle_, "to")) return false;
+    for (Region& r : regions_) registerRegion(r);
+    return true;
+  }
+
+  // Under mu_, with the comm: registers a send region of GPU memory, through a dma-buf where the
+  // device and the driver give one, else by address; a refusal is final (the proxy copies then).
+  void registerRegion(Region& r) {
+    if (r.state != RegionState::kPending) return;
+    std::string why;
+    if ((p_.ptrSupport & NCCL_PTR_DMABUF) != 0 && api_.hasRegMrDmaBuf()) {
+      Result<int> fd = device::DmaBuf::exportRange(r.base, r.bytes, r.cudaDev);
+      if (fd.isOk()) {
+        ncclResult_t rc = api_.regMrDmaBuf(comm_, r.base, r.bytes, NCCL_PTR_CUDA, 0, fd.value(), &r.mhandle);
+        close(fd.value());
+        if (rc == ncclSuccess && r.mhandle != nullptr) {
+          r.state = RegionState::kDirect;
+          r.how = "dma-buf";
+        } else {
+          why = "regMrDmaBuf failed (" + std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
+          r.mhandle = nullptr;
+        }
+      } else {
+        why = fd.status().message();
+      }
+    }
+    if (r.state == RegionState::kPending && (p_.ptrSupport & NCCL_PTR_CUDA) != 0) {
+      ncclResult_t rc = api_.regMr(comm_, r.base, r.bytes, NCCL_PTR_CUDA, &r.mhandle);
+      if (rc == ncclSuccess && r.mhandle != nullptr) {
+        r.state = RegionState::kDirect;
+        r.how = "address";
+      } else {
+        why += std::string(why.empty() ? "" : "; ") + "regMr of CUDA memory failed (" +
+               std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
+        r.mhandle = nullptr;
+      }
+    }
+    if (r.state == RegionState::kDirect) {
+      TH_INFO(log::kNet | log::kReg, "%s: GPUDirect RDMA to rank %d channel %d: %zu bytes of GPU memory registered "
+              "(by %s)", api_.label().c_str(), p_.peer, p_.channel, r.bytes, r.how);
+      return;
+    }
+    r.state = RegionState::kRefused;
+    TH_WARN("%s: GPU memory for rank %d channel %d could not be registered (%s); its messages are copied through "
+            "host memory", api_.label().c_str(), p_.peer, p_.channel, why.empty() ? "no way offered" : why.c_str());
   }
 
   // Sends what is committed before the comm closes (a collective completes once its
@@ -318,6 +412,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     void* mhandle;  // null: the plugin refused the buffer
   };
   std::vector<UserMr> userMrs_;
+  std::vector<Region> regions_;  // under mu_
+  std::atomic<bool> hasRegions_{false};
   void* directMh_ = nullptr;  // canSendDirect's answer, for the commitDirect that follows
 };
 
