@@ -190,6 +190,26 @@ Status CudaDriver::copyToDeviceOn(void* dst, const void* src, size_t bytes, cuda
   return check(fn(reinterpret_cast<CuDevicePtr>(dst), src, bytes, stream), "cuMemcpyHtoDAsync");
 }
 
+Result<cudaStream_t> CudaDriver::createStream() const {
+  static auto* fn = reinterpret_cast<CuResult (*)(void**, unsigned)>(symbol("cuStreamCreate"));
+  if (fn == nullptr) return internalError("the CUDA driver has no cuStreamCreate");
+  void* stream = nullptr;
+  TH_CHECK(check(fn(&stream, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate"));
+  return static_cast<cudaStream_t>(stream);
+}
+
+Status CudaDriver::destroyStream(cudaStream_t stream) const {
+  static auto* fn = reinterpret_cast<CuResult (*)(void*)>(symbol("cuStreamDestroy_v2"));
+  if (fn == nullptr) return internalError("the CUDA driver has no cuStreamDestroy_v2");
+  return check(fn(stream), "cuStreamDestroy");
+}
+
+Status CudaDriver::copyToHostOn(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+  static auto* fn = reinterpret_cast<CuResult (*)(void*, CuDevicePtr, size_t, void*)>(symbol("cuMemcpyDtoHAsync_v2"));
+  if (fn == nullptr) return internalError("the CUDA driver has no cuMemcpyDtoHAsync_v2");
+  return check(fn(dst, reinterpret_cast<CuDevicePtr>(src), bytes, stream), "cuMemcpyDtoHAsync");
+}
+
 Status CudaDriver::synchronize(cudaStream_t stream) const {
   auto fn = reinterpret_cast<CuResult (*)(void*)>(streamSynchronize_);
   return check(fn(stream), "cuStreamSynchronize");

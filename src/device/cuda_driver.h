@@ -61,6 +61,13 @@ class CudaDriver {
   // stream is synchronised. A plain cuMemcpyHtoD from pageable memory may return before its DMA lands, on the
   // legacy stream, which a non-blocking stream does not wait for.
   Status copyToDeviceOn(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
+  // A stream of Theseus' own in the calling thread's current context that waits for no other stream
+  // (CU_STREAM_NON_BLOCKING): a copy there never waits for the application's kernels, as one on the
+  // legacy stream (cuMemcpyDtoH) may, and a kernel that waits for Theseus would then never finish.
+  Result<cudaStream_t> createStream() const;
+  Status destroyStream(cudaStream_t stream) const;
+  // Device-to-host copy queued on `stream` (cuMemcpyDtoHAsync), complete once the stream is synchronised.
+  Status copyToHostOn(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
   // Waits for the work queued on `stream` (the legacy default stream for NULL).
   Status synchronize(cudaStream_t stream) const;
   // True when `stream` is being captured into a CUDA graph.

@@ -41,12 +41,16 @@ struct FifoProxy::Bridge {
   size_t gpuBytes = 0;
   int gpuDevice = -1;
   bool copyWarned = false;
+  cudaStream_t copyStream = nullptr;  // a refused region's copies: a stream of the proxy's own
   ~Bridge() {
     device::releaseHostRange(memory.get(), bytes);  // the device executor registers the ring
     if (gpuAlloc == nullptr) return;
     out->removeRegion(gpuData);  // after the sends still reading it
     const device::CudaDriver* cuda = device::CudaDriver::get();
-    Status s = cuda == nullptr ? Status::ok() : cuda->withDevice(gpuDevice, [&] { return cuda->free(gpuAlloc); });
+    Status s = cuda == nullptr ? Status::ok() : cuda->withDevice(gpuDevice, [&] {
+      if (copyStream != nullptr) (void)cuda->destroyStream(copyStream);
+      return cuda->free(gpuAlloc);
+    });
     if (!s.isOk()) TH_WARN("device FIFO proxy: freeing GPU slots for rank %d: %s", peer, s.message().c_str());
   }
 };
@@ -210,8 +214,16 @@ bool FifoProxy::forward(Bridge& b) {
           TH_WARN("device FIFO to rank %d channel %d: the network refused its GPU memory; each message is copied "
                   "to host memory first (NCCL_NET_GDR_READ=0 keeps such FIFOs in host memory)", b.peer, b.channel);
         }
+        // On a stream of its own: a copy on the legacy stream would wait for the kernel, which
+        // waits for this message.
         const device::CudaDriver* cuda = device::CudaDriver::get();
-        Status s = cuda->withDevice(b.gpuDevice, [&] { return cuda->copyToHost(slot.data, src, h.bytes); });
+        Status s = cuda->withDevice(b.gpuDevice, [&]() -> Status {
+          if (b.copyStream == nullptr) {
+            TH_ASSIGN(b.copyStream, cuda->createStream());
+          }
+          TH_CHECK(cuda->copyToHostOn(slot.data, src, h.bytes, b.copyStream));
+          return cuda->synchronize(b.copyStream);
+        });
         if (!s.isOk()) {
           fail(s.withContext("device FIFO to rank " + std::to_string(b.peer)));
           return false;

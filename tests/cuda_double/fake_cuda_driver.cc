@@ -107,6 +107,42 @@ FAKE_API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_
   return rc;
 }
 
+// Queued on the stream; the caller synchronises it before it reads `dst` (Theseus' proxy does).
+FAKE_API int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t bytes, void* stream) {
+  FAKE_API_CALL();
+  CUstream_st* s = fakecuda::streamOf(static_cast<cudaStream_t>(stream));
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->capture != cudaStreamCaptureStatusNone) return kStreamCaptureUnsupported;
+  }
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  auto* c = new Copy{dst, reinterpret_cast<const void*>(src), bytes};
+  fakecuda::Work w{.kind = fakecuda::Work::kHostFn, .dst = c};
+  w.hostFn = [](void* arg) {
+    auto* cp = static_cast<Copy*>(arg);
+    memcpy(cp->dst, cp->src, cp->bytes);
+    delete cp;
+  };
+  int rc = static_cast<int>(fakecuda::enqueue(s, w));
+  if (rc != kSuccess) delete c;
+  return rc;
+}
+
+// The driver's twins of cudaStreamCreateWithFlags and cudaStreamDestroy.
+FAKE_API int cuStreamCreate(void** stream, unsigned flags) {
+  FAKE_API_CALL();
+  return static_cast<int>(cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(stream), flags));
+}
+
+FAKE_API int cuStreamDestroy_v2(void* stream) {
+  FAKE_API_CALL();
+  return static_cast<int>(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+}
+
 FAKE_API int cuStreamSynchronize(void* stream) {
   FAKE_API_CALL();
   if (int e = unsafe(); e != kSuccess) return e;

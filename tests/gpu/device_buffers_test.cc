@@ -1016,13 +1016,13 @@ TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
   };
   const Case cases[] = {
       {"GPUDirect RDMA through dma-bufs", {},
-       "(dma-buf)|, in GPU memory: GPUDirect RDMA)|GPUDirect RDMA to rank|by dma-buf",
+       ", dma-buf)|, in GPU memory: GPUDirect RDMA)|GPUDirect RDMA to rank|(by dma-buf)",
        "copied to host memory first|, in host memory)"},
-      {"NCCL_NET_GDR_READ=0", {{"NCCL_NET_GDR_READ", "0"}}, "through a proxy", "GPUDirect RDMA|in GPU memory"},
+      {"NCCL_NET_GDR_READ=0", {{"NCCL_NET_GDR_READ", "0"}}, "through a proxy", "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
       {"a provider without dma-bufs", {{"THESEUS_FAKE_IBV_FAULT", "no_dmabuf"}}, ", in host memory)",
-       "GPUDirect RDMA to rank|in GPU memory"},
+       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
       {"a driver without dma-bufs", {{"THESEUS_FAKE_CUDA_NO_DMABUF", "1"}}, ", in host memory)",
-       "GPUDirect RDMA to rank|in GPU memory"},
+       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
       {"a registration the NIC refuses",
        {{"THESEUS_FAKE_IBV_FAULT", "dmabuf_fail"}},
        ", in GPU memory: GPUDirect RDMA)|could not be registered|copied to host memory first",
