@@ -1,6 +1,7 @@
 // The IB network's pieces in one process against the libibverbs test double: discovery, the
 // registration cache, and set-up calls given garbage (a handle is bytes from another process).
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -53,7 +54,8 @@ TEST(IbDevices, DiscoveryHonoursNcclIbHcaAndTheLinkLayer) {
   ncclNetProperties_v12_t props{};
   ASSERT_EQ(ibNet()->getProperties(2, &props), ncclSuccess);
   EXPECT_STREQ(props.name, "roce0");
-  EXPECT_EQ(props.ptrSupport, NCCL_PTR_HOST);
+  // The double's provider takes dma-bufs (its probe answers EBADF, not EOPNOTSUPP); no nvidia-peermem here.
+  EXPECT_EQ(props.ptrSupport & ~NCCL_PTR_CUDA, NCCL_PTR_HOST | NCCL_PTR_DMABUF);
   EXPECT_EQ(props.maxRecvs, 1);
   EXPECT_EQ(ibNet()->getProperties(3, &props), ncclInvalidArgument);
 }
@@ -77,6 +79,35 @@ TEST(IbMrCache, OneRegistrationServesEveryRangeInsideIt) {
   EXPECT_EQ(cache->stats().live, before.live + 1) << "still referenced";
   cache->release(a.value());
   EXPECT_EQ(cache->stats().live, before.live) << "the last release deregisters";
+}
+
+// dma-buf registrations (GPUDirect RDMA): registered exactly, shared only by the same range, never
+// by a host registration that covers the same addresses; a bad descriptor is a clear error.
+TEST(IbMrCache, DmaBufRegistrationsAreTheirOwn) {
+  MrCache* cache = IbDevices::get().devices().at(0)->mrs;
+  const auto before = cache->stats();
+  const size_t bytes = 64 << 10;
+  const int fd = memfd_create("dmabuf-stand-in", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 2 * bytes), 0);
+  std::vector<char> host(bytes);
+  char* iova = host.data();  // the address work requests name
+  auto a = cache->acquireDmaBuf(iova, bytes, fd, bytes);
+  ASSERT_TRUE(a.isOk()) << a.status().message();
+  auto b = cache->acquireDmaBuf(iova, bytes, fd, bytes);
+  ASSERT_TRUE(b.isOk());
+  EXPECT_EQ(a.value(), b.value());
+  auto h = cache->acquire(iova, 4096);  // host memory at the same address: an MR of its own
+  ASSERT_TRUE(h.isOk());
+  EXPECT_NE(h.value(), a.value());
+  EXPECT_EQ(cache->stats().registrations - before.registrations, 2u);
+  for (ibv_mr* mr : {a.value(), b.value(), h.value()}) cache->release(mr);
+  EXPECT_EQ(cache->stats().live, before.live);
+  auto bad = cache->acquireDmaBuf(iova, bytes, fd, 2 * bytes);  // past the descriptor's end
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("ibv_reg_dmabuf_mr of 65536 bytes of device memory"), std::string::npos)
+      << bad.status().message();
+  close(fd);
 }
 
 TEST(IbMrCache, AFailedRegistrationIsAClearError) {
