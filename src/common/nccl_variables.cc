@@ -107,8 +107,9 @@ const Reason kReasons[] = {
     {"PXN", "no PXN (proxying through another GPU's NIC)"},
     {"COLLNET", "no CollNet (in-network reduction)"},
     {"GDR", "no GDRCopy: the host never maps GPU memory (GPUDirect RDMA serves network sends: NCCL_NET_GDR_READ)"},
-    {"NET_GDR", "GPUDirect RDMA serves every proxied device send the network accepts (NCCL_NET_GDR_READ=0 turns "
-                "it off); no distance level, C2C or partitioning controls, and receives land in host memory"},
+    {"NET_GDR", "GPUDirect RDMA serves the proxied device sends the network accepts within NCCL_NET_GDR_LEVEL "
+                "(NCCL_NET_GDR_READ=0 turns it off); no C2C or partitioning controls, and receives land in host "
+                "memory"},
     {"CUMEM_HOST", "host memory is the caller's or shared segments; Theseus allocates no cuMem host memory"},
 
     {"NET_", "the net-plugin backend uses one plugin device per rank and host memory: no NIC merging, shared "

@@ -44,6 +44,12 @@ const BoolKnob kNetGdrRead("NCCL_NET_GDR_READ", true,
                             "payload slots in GPU memory, and the network reads them there, wherever it registers GPU "
                             "memory (a dma-buf, or nvidia-peermem); 0 stages every such message through pinned host "
                             "memory. Receives always land in host memory");
+const StringKnob kNetGdrLevel("NCCL_NET_GDR_LEVEL", "PXB",
+                              "The farthest PCI path between a rank's GPU and its NIC over which GPUDirect RDMA is "
+                              "used (NCCL_NET_GDR_READ): LOC (never), PIX (same PCIe switch), PXB (several "
+                              "switches), PHB (through the CPU's host bridge) or SYS (across sockets), or NCCL's "
+                              "integers 0..4 for them. Where the host's topology is unknown, the network's support "
+                              "decides");
 const BoolKnob kDmaBufEnable("NCCL_DMABUF_ENABLE", true,
                               "GPUDirect RDMA registers GPU memory with the network through a dma-buf where the "
                               "driver and the network offer one; 0: only by address (nvidia-peermem)");
@@ -91,6 +97,13 @@ Result<size_t> slotBytesFrom(const IntKnob& knob, int64_t slots) {
 }
 
 }  // namespace
+
+Result<int> parseGdrLevel(const std::string& text) {
+  static const char* const kNames[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
+  for (int i = 0; i < 5; ++i)
+    if (strcasecmp(text.c_str(), kNames[i]) == 0 || text == std::to_string(i)) return i;
+  return invalidArgument("NCCL_NET_GDR_LEVEL='%s' is not one of LOC, PIX, PXB, PHB, SYS (or 0..4)", text.c_str());
+}
 
 Result<TransportConfig> readTransportConfig() {
   TransportConfig c;
@@ -144,6 +157,7 @@ Result<TransportConfig> readTransportConfig() {
   c.p2pDisable = kP2pDisable.get();
   c.netGdrRead = kNetGdrRead.get();
   c.dmaBufEnable = kDmaBufEnable.get();
+  TH_ASSIGN(c.netGdrLevel, parseGdrLevel(kNetGdrLevel.get()));
 
   c.connectTimeoutMs = bootstrap::connectTimeoutMs();
   return c;

@@ -46,6 +46,7 @@ struct TransportConfig {
   bool p2pDisable = false;  // NCCL_P2P_DISABLE: device FIFO slots stay in host memory (no CUDA IPC)
   bool netGdrRead = true;   // NCCL_NET_GDR_READ: proxied device FIFOs send from GPU memory where the network can
   bool dmaBufEnable = true; // NCCL_DMABUF_ENABLE: GPU memory registered through dma-bufs (else by address only)
+  int netGdrLevel = 2;      // NCCL_NET_GDR_LEVEL: farthest GPU-NIC path for GPUDirect RDMA (0 LOC .. 4 SYS; PXB)
 
   // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
   // connection, and prepare() waiting for the peers' connections.
@@ -53,11 +54,15 @@ struct TransportConfig {
 };
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
-// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_GDR_READ, NCCL_DMABUF_ENABLE,
+// NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_GDR_READ, NCCL_NET_GDR_LEVEL, NCCL_DMABUF_ENABLE,
 // NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
 // NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_SNDBUF/RCVBUF;
 // THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).
 Result<TransportConfig> readTransportConfig();
+
+// NCCL_NET_GDR_LEVEL's value: LOC, PIX, PXB, PHB or SYS (any case), or NCCL's legacy integers 0..4
+// for the same; 0 (LOC) means never, 4 (SYS) always.
+Result<int> parseGdrLevel(const std::string& text);
 
 // Limits shared by the config checks and the wire-format checks.
 inline constexpr size_t kMinSlotBytes = 4096;

@@ -1021,6 +1021,8 @@ TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
        ", dma-buf)|, in GPU memory: GPUDirect RDMA)|GPUDirect RDMA to rank|(by dma-buf)",
        "copied to host memory first|, in host memory)"},
       {"NCCL_NET_GDR_READ=0", {{"NCCL_NET_GDR_READ", "0"}}, "through a proxy", "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
+      {"NCCL_NET_GDR_LEVEL=LOC", {{"NCCL_NET_GDR_LEVEL", "LOC"}}, ", in host memory)",
+       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
       {"a provider without dma-bufs", {{"THESEUS_FAKE_IBV_FAULT", "no_dmabuf"}}, ", in host memory)",
        "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
       {"a driver without dma-bufs", {{"THESEUS_FAKE_CUDA_NO_DMABUF", "1"}}, ", in host memory)",

@@ -49,12 +49,23 @@ bool NetPluginBackend::canConnect(int peer) const {
 
 void NetPluginBackend::assigned(const std::vector<bool>& mine) {
   peers_ = static_cast<int>(std::count(mine.begin(), mine.end(), true));
-  if (peers_ > 0)
-    TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through %s '%s' device %d (%s; %s)%s",
-            ctx_.rank, peers_, plugin_->builtIn() ? "network" : "NCCL net plugin", plugin_->name().c_str(), device_,
-            plugin_->devices()[static_cast<size_t>(device_)].describe().c_str(), choice_.why.c_str(),
-            choice_.cpus.empty() ? "" : (", progress thread on the NIC's " + std::to_string(choice_.cpus.size()) +
-                                         " NUMA-local CPU(s)").c_str());
+  if (peers_ == 0) return;
+  // GPUDirect RDMA: only where the device takes GPU memory; then the GPU-NIC distance decides.
+  std::string gdr;
+  if ((plugin_->devices()[static_cast<size_t>(device_)].ptrSupport & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) != 0 &&
+      choice_.path >= 0 && !gdrWithin(choice_, ctx_.config.netGdrLevel)) {
+    static const char* const kLevels[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
+    gdr = std::string(", no GPUDirect RDMA: the path to the GPU is ") +
+          topology::pathName(static_cast<topology::Path>(choice_.path)) + ", beyond NCCL_NET_GDR_LEVEL=" +
+          kLevels[std::clamp(ctx_.config.netGdrLevel, 0, 4)];
+  }
+  TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through %s '%s' device %d (%s; %s)%s%s", ctx_.rank, peers_,
+          plugin_->builtIn() ? "network" : "NCCL net plugin", plugin_->name().c_str(), device_,
+          plugin_->devices()[static_cast<size_t>(device_)].describe().c_str(), choice_.why.c_str(),
+          choice_.cpus.empty()
+              ? ""
+              : (", progress thread on the NIC's " + std::to_string(choice_.cpus.size()) + " NUMA-local CPU(s)").c_str(),
+          gdr.c_str());
 }
 
 NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
@@ -68,7 +79,8 @@ NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
                          plugin_->api().maxMessageBytes() - sizeof(wire::NetMessageHeader));
   p.timeoutMs = ctx_.connectTimeoutMs;
   if (device_ >= 0 && device_ < static_cast<int>(plugin_->devices().size()))
-    p.ptrSupport = plugin_->devices()[device_].ptrSupport & (ctx_.config.dmaBufEnable ? ~0 : ~NCCL_PTR_DMABUF);
+    p.ptrSupport = plugin_->devices()[device_].ptrSupport & (ctx_.config.dmaBufEnable ? ~0 : ~NCCL_PTR_DMABUF) &
+                   (gdrWithin(choice_, ctx_.config.netGdrLevel) ? ~0 : ~(NCCL_PTR_CUDA | NCCL_PTR_DMABUF));
   return p;
 }
 

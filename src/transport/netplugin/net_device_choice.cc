@@ -12,6 +12,11 @@ bool matches(const topology::Nic& nic, const NetDevice& dev) {
 
 }  // namespace
 
+bool gdrWithin(const DeviceChoice& c, int level) {
+  if (level <= 0) return false;
+  return c.path < 0 || c.path + 1 <= level;  // Path: kPix 0 .. kSys 3; levels: PIX 1 .. SYS 4
+}
+
 DeviceChoice chooseNetDevice(const topology::Topology* topo, int cudaDev, const std::vector<NetDevice>& devices,
                              int localRank) {
   DeviceChoice c;
@@ -39,8 +44,9 @@ DeviceChoice chooseNetDevice(const topology::Topology* topo, int cudaDev, const 
     c.cpus = topo->numaCpus(chosen.numa);
     c.rail = nic;
     c.numa = chosen.numa;
-    c.why = "closest to GPU " + std::to_string(cudaDev) + " (" +
-            topology::pathName(topo->path(static_cast<size_t>(gpu), static_cast<size_t>(nic))) + "): " + chosen.name;
+    const topology::Path path = topo->path(static_cast<size_t>(gpu), static_cast<size_t>(nic));
+    c.path = static_cast<int>(path);
+    c.why = "closest to GPU " + std::to_string(cudaDev) + " (" + topology::pathName(path) + "): " + chosen.name;
     return c;
   }
   c.why += ": the plugin has no device for NIC " + chosen.name + " (" + chosen.busId + ")";

@@ -23,8 +23,14 @@ struct DeviceChoice {
   std::vector<int> cpus;  // for the progress thread; empty: not pinned
   int rail = -1;          // the NIC's index in the host's topology (-1: not chosen by topology)
   int numa = -1;          // its NUMA node
+  int path = -1;          // topology::Path from the rank's GPU to the NIC (-1: not chosen by topology)
   std::string why;        // "closest to GPU 3 (PIX): mlx5_1", "local rank 2 of 4 devices", ...
 };
+
+// GPUDirect RDMA over a choice (NCCL_NET_GDR_LEVEL, TransportConfig::netGdrLevel: 0 LOC never, 1 PIX,
+// 2 PXB, 3 PHB, 4 SYS): the GPU-to-NIC path is at most that far, or unknown (no topology: the network's
+// own word decides).
+bool gdrWithin(const DeviceChoice& c, int level);
 
 DeviceChoice chooseNetDevice(const topology::Topology* topo, int cudaDev, const std::vector<NetDevice>& devices,
                              int localRank);

@@ -11,6 +11,7 @@
 
 #include "topology/topology.h"
 #include "transport/netplugin/net_device_choice.h"
+#include "transport/transport_config.h"
 
 using theseus::topology::Path;
 using theseus::topology::Topology;
@@ -110,6 +111,38 @@ TEST(NetDeviceChoice, TheNicClosestToTheGpuByNameOrPciPath) {
   std::vector<NetDevice> byPath = devicesNamed({"nic-a", "nic-b"});
   byPath[1].pciPath = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:02.0/" + t->nics()[0].busId;
   EXPECT_EQ(chooseNetDevice(t.get(), 1, byPath, 1).device, 1);
+}
+
+// NCCL_NET_GDR_LEVEL: GPUDirect RDMA only within the level's distance; an unknown path leaves it to the
+// network; LOC never.
+TEST(NetDeviceChoice, GpuDirectRdmaStaysWithinTheGdrLevel) {
+  auto t = machine("two-socket-8gpu-4nic.xml");
+  ASSERT_NE(t, nullptr);
+  auto c = chooseNetDevice(t.get(), 5, devicesNamed({"mlx5_3", "mlx5_1", "mlx5_2", "mlx5_0"}), 5);
+  EXPECT_EQ(c.path, static_cast<int>(Path::kPix));
+  for (int level = 1; level <= 4; ++level) EXPECT_TRUE(theseus::transport::netplugin::gdrWithin(c, level)) << level;
+  EXPECT_FALSE(theseus::transport::netplugin::gdrWithin(c, 0)) << "LOC: never";
+  theseus::transport::netplugin::DeviceChoice far = c;
+  far.path = static_cast<int>(Path::kPhb);
+  EXPECT_FALSE(theseus::transport::netplugin::gdrWithin(far, 2)) << "PHB is beyond PXB (the default)";
+  EXPECT_TRUE(theseus::transport::netplugin::gdrWithin(far, 3));
+  far.path = static_cast<int>(Path::kSys);
+  EXPECT_FALSE(theseus::transport::netplugin::gdrWithin(far, 3));
+  EXPECT_TRUE(theseus::transport::netplugin::gdrWithin(far, 4));
+  auto unknown = chooseNetDevice(nullptr, 3, devicesNamed({"eth0"}), 0);
+  EXPECT_EQ(unknown.path, -1);
+  EXPECT_TRUE(theseus::transport::netplugin::gdrWithin(unknown, 2));
+  EXPECT_FALSE(theseus::transport::netplugin::gdrWithin(unknown, 0));
+  // The knob's words and NCCL's integers; anything else is an error naming it.
+  using theseus::transport::parseGdrLevel;
+  EXPECT_EQ(parseGdrLevel("pxb").value(), 2);
+  EXPECT_EQ(parseGdrLevel("SYS").value(), 4);
+  EXPECT_EQ(parseGdrLevel("0").value(), 0);
+  EXPECT_EQ(parseGdrLevel("3").value(), 3);
+  auto bad = parseGdrLevel("NVL");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("NCCL_NET_GDR_LEVEL='NVL'"), std::string::npos);
+  EXPECT_FALSE(parseGdrLevel("5").isOk());
 }
 
 TEST(NetDeviceChoice, FallsBackToTheLocalRankAndSaysWhy) {
