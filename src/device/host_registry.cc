@@ -31,6 +31,7 @@ struct Registry {
   std::map<uintptr_t, Entry> byBase;
   std::atomic<size_t> entries{0};
   std::atomic<size_t> bytes{0};
+  std::atomic<uint64_t> releases{0};  // hostRegistryReleases()
 };
 
 // Never destroyed: segments may be released during static destruction.
@@ -93,8 +94,11 @@ void releaseHostRange(const void* base, size_t bytes) {
     }
     it = r.byBase.erase(it);
     r.entries.fetch_sub(1, std::memory_order_release);
+    r.releases.fetch_add(1, std::memory_order_release);
   }
 }
+
+uint64_t hostRegistryReleases() { return registry().releases.load(std::memory_order_acquire); }
 
 size_t registeredHostBytes() { return registry().bytes.load(std::memory_order_relaxed); }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/status.h"
 
@@ -29,6 +30,10 @@ Status registerHostRange(int cudaDev, void* base, size_t bytes);
 // Before [base, base + bytes) is unmapped or freed: unregisters every range registered through
 // registerHostRange that overlaps it. No GPU work may use the memory any more.
 void releaseHostRange(const void* base, size_t bytes);
+
+// How many registered ranges were released so far: while it stays the same, every range a caller saw
+// registered still is (the CUDA executor skips registering what it registered before).
+uint64_t hostRegistryReleases();
 
 // Bytes registered through registerHostRange and not yet released (tests, diagnostics).
 size_t registeredHostBytes();

@@ -56,7 +56,9 @@ void Recorder::onPlanDone(const exec::Plan& plan, uint64_t ns, uint64_t endNs) {
   r.endNs = endNs != 0 ? endNs : nowNs();
   r.waitPeer = -1;
   r.waitNs = 0;
-  if (transports_ != nullptr && plan.bytes >= kWaitProbeBytes) measureWaits(plan, r);
+  // Waits are the host executor's (its connections' counters): a plan the GPU runs (no duration
+  // known here) waited on none of them.
+  if (transports_ != nullptr && ns != 0 && plan.bytes >= kWaitProbeBytes) measureWaits(plan, r);
   written_.store(n + 1, std::memory_order_release);
   bump(p2p ? p2p_ : collectives_, 1);
   bump(bytes_, plan.bytes);

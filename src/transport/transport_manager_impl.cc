@@ -45,6 +45,12 @@ TransportManagerImpl::TransportManagerImpl(bootstrap::Bootstrap& boot, const Tra
     send_[i].store(nullptr, std::memory_order_relaxed);
     recv_[i].store(nullptr, std::memory_order_relaxed);
   }
+  if (options.deviceFifos) {
+    const size_t fifos = static_cast<size_t>(std::max(nranks_, 0)) * static_cast<size_t>(channels_) * 2;
+    deviceFifoCache_.resize(fifos);
+    deviceFifoReady_.reset(new std::atomic<bool>[fifos]);
+    for (size_t i = 0; i < fifos; ++i) deviceFifoReady_[i].store(false, std::memory_order_relaxed);
+  }
   sendCounters_.reset(new ConnectionCounters[n]);
   recvCounters_.reset(new ConnectionCounters[n]);
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -303,15 +309,17 @@ void TransportManagerImpl::refreshDeviceImports() {
 // (fifo_proxy.h) over a connection of the second channel set (channel + channels_).
 Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool send) {
   if (deviceFifos_ == nullptr) return invalidUsage("this communicator has no device FIFOs (THESEUS_DEVICE_EXECUTOR)");
-  TH_CHECK(checkEndpoint(peer, channel));
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= channels_)
+    return checkEndpoint(peer, channel);
   const size_t idx = (static_cast<size_t>(peer) * channels_ + channel) * 2 + (send ? 1 : 0);
+  if (deviceFifoReady_[idx].load(std::memory_order_acquire)) return deviceFifoCache_[idx];  // every warm call
   FifoProxy* proxy = nullptr;
   {
     std::lock_guard lock(mu_);
-    if (deviceFifoCache_.empty()) deviceFifoCache_.resize(static_cast<size_t>(nranks_) * channels_ * 2);
-    if (deviceFifoCache_[idx].control != nullptr) return deviceFifoCache_[idx];
+    if (deviceFifoReady_[idx].load(std::memory_order_relaxed)) return deviceFifoCache_[idx];
     if (deviceFifos_->canConnect(peer)) {
       TH_ASSIGN(deviceFifoCache_[idx], deviceFifos_->deviceFifo(peer, channel, send));
+      deviceFifoReady_[idx].store(true, std::memory_order_release);
       return deviceFifoCache_[idx];
     }
     if (proxy_ == nullptr) {
@@ -326,7 +334,10 @@ Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool 
   // Outside mu_: making the connection takes it.
   TH_ASSIGN(DeviceFifo f, proxy->fifo(peer, channel, send));
   std::lock_guard lock(mu_);
-  deviceFifoCache_[idx] = f;
+  if (!deviceFifoReady_[idx].load(std::memory_order_relaxed)) {
+    deviceFifoCache_[idx] = f;
+    deviceFifoReady_[idx].store(true, std::memory_order_release);
+  }
   return f;
 }
 

@@ -88,7 +88,10 @@ class TransportManagerImpl final : public TransportManager {
 
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<class ShmBackend> deviceFifos_;  // TransportOptions::deviceFifos
-  std::vector<DeviceFifo> deviceFifoCache_;         // per (peer, channel, direction), resolved once (under mu_)
+  // Per (peer, channel, direction), resolved once under mu_, then published (deviceFifoReady_, release)
+  // and read without the lock.
+  std::vector<DeviceFifo> deviceFifoCache_;
+  std::unique_ptr<std::atomic<bool>[]> deviceFifoReady_;
   std::unique_ptr<FifoProxy> proxy_;                // device FIFOs of peers on other hosts (made under mu_)
   std::vector<Backend*> byPeer_;  // the backend serving each peer (null: self, or none can)
   DoorbellWord localBell_;        // the doorbell when no backend has one

@@ -46,6 +46,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -251,6 +252,10 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> lanes;
   };
   std::vector<StreamLanes> streamLanes_;  // launch(): lanes per (stream, device)
+  // lower(): host ranges registered for a device since the registry last released anything
+  // (device/host_registry.h), so a warm group registers nothing and takes no registry lock.
+  std::set<std::tuple<int, void*, size_t>> registered_;
+  uint64_t registeredReleases_ = ~uint64_t{0};
 };
 
 // Launches and events go to the communicator's device, whichever device the
@@ -499,6 +504,10 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   if (lowered_.size() < lanes.size()) lowered_.resize(lanes.size());
   if (laneBlocks_.size() < lanes.size()) laneBlocks_.resize(lanes.size());
   const uint32_t maxBlocks = dev::maxBlocksPerLane();
+  if (const uint64_t releases = device::hostRegistryReleases(); releases != registeredReleases_) {
+    registered_.clear();  // a range seen before may be gone (and its address reused)
+    registeredReleases_ = releases;
+  }
   for (size_t l = 0; l < lanes.size(); ++l) {
     if (lowered_[l].size() < lanes[l].plans.size()) lowered_[l].resize(lanes[l].plans.size());
     uint32_t blocks = 1;
@@ -516,10 +525,10 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
                  lp.preds.size() * sizeof(uint32_t) + lp.conns.size() * sizeof(dev::Conn) +
                  lp.state.size() * sizeof(dev::StepState) + lp.cursors.size() * sizeof(dev::Cursor);
       }
-      for (const PlanConn& c : p.conns) {
-        TH_ASSIGN(transport::DeviceFifo f, p.transports->deviceFifo(c.peer, c.channel, c.isSend));
-        TH_CHECK(device::registerHostRange(p.cudaDev, f.segmentBase, f.segmentBytes));
-        TH_CHECK(device::registerHostRange(p.cudaDev, f.directTablesBase, f.directTablesBytes));
+      for (const auto& [base, size] : sp.whole.hostRanges) {
+        if (base == nullptr || size == 0 || registered_.count({p.cudaDev, base, size}) != 0) continue;
+        TH_CHECK(device::registerHostRange(p.cudaDev, base, size));
+        registered_.insert({p.cudaDev, base, size});
       }
     }
     laneBlocks_[l] = blocks;

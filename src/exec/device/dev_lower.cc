@@ -108,6 +108,7 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
   }
   out->preds.assign(p.preds.begin(), p.preds.end());
   out->conns.resize(p.conns.size());
+  out->hostRanges.clear();
   for (size_t i = 0; i < p.conns.size(); ++i) {
     const PlanConn& h = p.conns[i];
     Conn& d = out->conns[i];
@@ -129,6 +130,9 @@ Status lowerForDevice(const exec::Plan& p, LoweredPlan* out) {
     d.fifo.slotBytes = f.value().slotBytes;
     d.acks = h.isSend ? f.value().directAcks : nullptr;
     d.imports = h.isSend ? nullptr : static_cast<const Import*>(f.value().directImports);
+    out->hostRanges.emplace_back(f.value().segmentBase, f.value().segmentBytes);
+    if (f.value().directTablesBase != nullptr)
+      out->hostRanges.emplace_back(f.value().directTablesBase, f.value().directTablesBytes);
   }
   for (size_t s = 0; s < p.steps.size(); ++s)
     if (p.steps[s].outConn >= 0 && out->conns[p.steps[s].outConn].acks != nullptr)

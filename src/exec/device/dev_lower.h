@@ -3,6 +3,7 @@
 // through the communicator's transports (TransportManager::deviceFifo).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -23,6 +24,9 @@ struct LoweredPlan {
   std::vector<Conn> conns;
   std::vector<StepState> state;
   std::vector<Cursor> cursors;
+  // The host memory of its FIFOs a GPU must reach (control blocks, host slots, export tables), as
+  // (base, bytes): lowerForDevice's, for an executor that registers memory with the device.
+  std::vector<std::pair<void*, size_t>> hostRanges;
 };
 
 // Lowers `p` (its scalar already resolved) into `out`, with fresh run state.
