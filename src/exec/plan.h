@@ -114,6 +114,9 @@ struct Plan {
   uint64_t seq = 0;
   size_t bytes = 0;
   uint64_t traceId = 0;         // the operation's id in the communicator's flight recorder (0: none)
+  // Plans with one non-zero shapeId have the same steps, predecessors and connections (lowered from
+  // one RankTemplate), differing in addresses and sizes only; 0: not known.
+  uint64_t shapeId = 0;
   StepTiming* stepTimes = nullptr;  // one per step when this plan's steps are traced, else null
   std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
   void addBuffer(const void* base, size_t size, device::MemoryKind kind, bool isWritten, cudaStream_t s) {
@@ -133,6 +136,7 @@ struct Plan {
     divideElems = 0;
     directMinBytes = 0;
     stepTimes = nullptr;
+    shapeId = 0;
   }
 };
 

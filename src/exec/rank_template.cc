@@ -1,6 +1,7 @@
 #include "exec/rank_template.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 #include "schedule/raw_input.h"
@@ -38,6 +39,8 @@ Result<std::unique_ptr<RankTemplate>> buildRankTemplate(const schedule::Program&
     return internalError("analysis of '%s' rank %d has %zu entries for %zu steps", program.name.c_str(), rank,
                          analysis.steps.size(), steps.size());
   auto t = std::make_unique<RankTemplate>();
+  static std::atomic<uint64_t> nextId{0};
+  t->id = nextId.fetch_add(1, std::memory_order_relaxed) + 1;
   t->program = &program;
   t->rank = rank;
   t->steps.resize(steps.size());
@@ -89,6 +92,7 @@ void lowerTemplate(const RankTemplate& t, const CallBuffers& b, const Reduction&
   plan.preds.assign(t.preds.begin(), t.preds.end());
   plan.conns.assign(t.conns.begin(), t.conns.end());
   plan.steps.resize(t.steps.size());
+  plan.shapeId = t.id;
   auto base = [&](Buf buf) -> char* {
     return buf == Buf::kInput ? const_cast<char*>(b.input) : buf == Buf::kOutput ? b.output : b.scratch;
   };

@@ -36,6 +36,7 @@ struct RankTemplate {
   std::vector<uint32_t> preds;
   std::vector<PlanConn> conns;  // unresolved (no connection pointers)
   bool usesInput = false, usesOutput = false, usesScratch = false;
+  uint64_t id = 0;  // unique in the process, never reused: the shapeId of the plans lowered from it
 };
 
 Result<std::unique_ptr<RankTemplate>> buildRankTemplate(const schedule::Program& program, int rank,

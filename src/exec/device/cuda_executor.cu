@@ -515,7 +515,7 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
       const Plan& p = *lanes[l].plans[i];
       dev::SplitPlan& sp = lowered_[l][i];
       TH_CHECK(dev::lowerForDevice(p, &sp.whole));
-      dev::splitPlan(sp, maxBlocks);
+      dev::splitPlan(sp, maxBlocks, p.shapeId, p.bytes);
       blocks = std::max(blocks, sp.count);
       // Per part: copyImage's header and the image's five arrays, with up to
       // 16 bytes of alignment for each of those allocations.

@@ -91,7 +91,10 @@ void buildPart(SplitPlan& sp, uint32_t b, LoweredPlan& out) {
 
 }  // namespace
 
-void splitPlan(SplitPlan& sp, uint32_t maxParts) {
+namespace {
+
+// The analysis: components, units and their parts (sets sp.count), then the parts.
+void analyse(SplitPlan& sp, uint32_t maxParts) {
   sp.count = 1;
   const LoweredPlan& w = sp.whole;
   const uint32_t nsteps = static_cast<uint32_t>(w.steps.size());
@@ -160,6 +163,26 @@ void splitPlan(SplitPlan& sp, uint32_t maxParts) {
   sp.index.assign(nsteps + w.conns.size(), kNone);
   for (uint32_t b = 0; b < nparts; ++b) buildPart(sp, b, sp.parts[b]);
   sp.count = nparts;
+}
+
+}  // namespace
+
+void splitPlan(SplitPlan& sp, uint32_t maxParts, uint64_t shape, uint64_t bytes) {
+  if (shape != 0 && sp.shape == shape && sp.shapeBytes == bytes && sp.shapeMaxParts == maxParts) {
+    // The same shape as last time: components, units and parts are those; only the steps' addresses
+    // (and run state) are new.
+    sp.count = sp.shapeCount;
+    if (sp.count > 1) {
+      sp.index.assign(sp.whole.steps.size() + sp.whole.conns.size(), kNone);
+      for (uint32_t b = 0; b < sp.count; ++b) buildPart(sp, b, sp.parts[b]);
+    }
+    return;
+  }
+  analyse(sp, maxParts);
+  sp.shape = shape;
+  sp.shapeBytes = bytes;
+  sp.shapeMaxParts = maxParts;
+  sp.shapeCount = sp.count;
 }
 
 Plan emptyPart(const Plan& whole) {

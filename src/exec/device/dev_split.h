@@ -29,7 +29,11 @@
 // its parts (no part alone knows when the whole result is there): the lane
 // runner divides after every block finished the plan (lane_runner.h).
 //
-// Storage is reused from call to call (a warm enqueue allocates nothing).
+// Storage is reused from call to call (a warm enqueue allocates nothing), and
+// so is the analysis: plans of one shape (one rank template: the same steps,
+// predecessors and connections, other addresses) split the same way, so a
+// plan whose shape, size and block count equal the last one's only has its
+// parts rebuilt from its own steps.
 #pragma once
 
 #include <cstdint>
@@ -55,14 +59,19 @@ struct SplitPlan {
   std::vector<uint32_t> root, size, index, firstUnit;
   std::vector<uint64_t> weight, load;
   std::vector<SplitUnit> units;
+  // The shape the analysis above is for (0: none), with its size and block count, and its result.
+  uint64_t shape = 0, shapeBytes = 0;
+  uint32_t shapeMaxParts = 0, shapeCount = 1;
 
   // Part `b` of the plan (the whole plan when it is not split).
   const LoweredPlan& part(uint32_t b) const { return count > 1 ? parts[b] : whole; }
   LoweredPlan& part(uint32_t b) { return count > 1 ? parts[b] : whole; }
 };
 
-// Splits `sp.whole` into at most `maxParts` parts (sets sp.count; 1: not split).
-void splitPlan(SplitPlan& sp, uint32_t maxParts);
+// Splits `sp.whole` into at most `maxParts` parts (sets sp.count; 1: not split). `shape` (exec::Plan::
+// shapeId, 0: unknown) and `bytes` (the plan's size): an equal shape, size and maxParts reuse the
+// last analysis of `sp`.
+void splitPlan(SplitPlan& sp, uint32_t maxParts, uint64_t shape = 0, uint64_t bytes = 0);
 
 // The part of a plan for a block that has none of its steps: done at once.
 Plan emptyPart(const Plan& whole);

@@ -44,8 +44,9 @@ class EmulatedDeviceExecutor final : public Executor {
 // Lowers and splits lane `l`'s current plan (skipping empty ones, which finish at once).
 Status beginPlan(Lane& lane, LaneState& st, dev::SplitPlan& sp) {
   while (st.current < lane.plans.size()) {
-    TH_CHECK(dev::lowerForDevice(*lane.plans[st.current], &sp.whole));
-    dev::splitPlan(sp, dev::maxBlocksPerLane());
+    const Plan& p = *lane.plans[st.current];
+    TH_CHECK(dev::lowerForDevice(p, &sp.whole));
+    dev::splitPlan(sp, dev::maxBlocksPerLane(), p.shapeId, p.bytes);
     st.partDone.assign(sp.count, 0);
     st.startNs = nowNs();
     if (sp.whole.plan.nsteps > 0) return Status::ok();

@@ -207,6 +207,62 @@ TEST(DeviceSplit, IndependentChannelsBecomePartsAndNothingElseIsSplit) {
       }
 }
 
+// The next plan of one shape (rank template), size and block count reuses the analysis: its parts
+// are those a fresh split of it makes, step for step, with its own addresses; a new size analyses anew.
+TEST(DeviceSplit, APlanOfTheSameShapeReusesTheAnalysis) {
+  Reduction sum = builtinReduction(ncclSum, ncclInt32, 3).value();
+  FifoWorld world(3, 2, 4096);
+  FifoManager m(&world, 1);
+  std::vector<int32_t> in(3000), out(3000), in2(3000), out2(3000);
+  RankOp op;
+  buildAllreduce(&m, 1, 3, "ring", 4, in.data(), out.data(), in.size(), sum, 4096, 7, 16, &op);
+  const uint64_t shape = op.plan.shapeId;
+  ASSERT_NE(shape, 0u);
+  dev::splitPlan(op.split, 16, shape, 12000);  // analysed, remembered
+  ASSERT_EQ(op.split.count, 4u);
+  // The same template on other buffers.
+  CallBuffers b;
+  b.input = reinterpret_cast<const char*>(in2.data());
+  b.output = reinterpret_cast<char*>(out2.data());
+  b.scratch = reinterpret_cast<char*>(op.scratch.data());
+  b.unitElems = in2.size();
+  b.elemBytes = sizeof(int32_t);
+  lowerTemplate(*op.tmpl, b, sum, op.plan);
+  EXPECT_EQ(op.plan.shapeId, shape);
+  ASSERT_TRUE(dev::lowerForDevice(op.plan, &op.split.whole).isOk());
+  dev::splitPlan(op.split, 16, shape, 12000);  // reused
+  dev::SplitPlan fresh;
+  ASSERT_TRUE(dev::lowerForDevice(op.plan, &fresh.whole).isOk());
+  dev::splitPlan(fresh, 16);
+  ASSERT_EQ(op.split.count, fresh.count);
+  expectSoundSplit(op.split, "reused");
+  for (uint32_t p = 0; p < fresh.count; ++p) {
+    const dev::LoweredPlan& a = op.split.part(p);
+    const dev::LoweredPlan& f = fresh.part(p);
+    ASSERT_EQ(a.steps.size(), f.steps.size()) << "part " << p;
+    EXPECT_EQ(a.preds, f.preds) << "part " << p;
+    ASSERT_EQ(a.conns.size(), f.conns.size());
+    for (size_t c = 0; c < a.conns.size(); ++c) EXPECT_EQ(a.conns[c].fifo.ctl, f.conns[c].fifo.ctl);
+    for (size_t s = 0; s < a.steps.size(); ++s) {
+      EXPECT_EQ(a.steps[s].index, f.steps[s].index);
+      EXPECT_EQ(a.steps[s].src, f.steps[s].src) << "part " << p << " step " << s;
+      EXPECT_EQ(a.steps[s].dst, f.steps[s].dst) << "part " << p << " step " << s;
+      EXPECT_EQ(a.steps[s].inConn, f.steps[s].inConn);
+      EXPECT_EQ(a.steps[s].outConn, f.steps[s].outConn);
+    }
+    EXPECT_EQ(a.plan.nsteps, f.plan.nsteps);
+    EXPECT_EQ(a.plan.remaining, a.plan.nsteps) << "fresh run state";
+  }
+  bool readsNewInput = false;
+  for (uint32_t p = 0; p < op.split.count; ++p)
+    for (const dev::Step& st : op.split.part(p).steps)
+      readsNewInput |= st.src == reinterpret_cast<const char*>(in2.data());
+  EXPECT_TRUE(readsNewInput) << "the parts address the new buffers";
+  // One block now: a different key, analysed anew (not split).
+  dev::splitPlan(op.split, 1, shape, 12000);
+  EXPECT_EQ(op.split.count, 1u);
+}
+
 TEST(DeviceSplit, MoreComponentsThanBlocksAreBalanced) {
   Reduction sum = builtinReduction(ncclSum, ncclInt32, 3).value();
   FifoWorld world(3, 2, 4096);
