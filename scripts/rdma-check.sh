@@ -8,7 +8,11 @@
 #      and allgather with and without ncclCommRegister'ed buffers (-R 1: zero-copy sends);
 #   4. next to it, ib_write_bw (perftest) on the same port for 1 GiB messages when it is installed: the
 #      issue's target is >= 90% of it for the harness's largest sends;
-#   5. with RDMA_HOSTS=host1,host2 (ssh without a password, this tree at the same path): mpirun across them.
+#   5. with RDMA_HOSTS=host1,host2 (ssh without a password, this tree at the same path): mpirun across them;
+#   6. with two or more GPUs (the build then includes CUDA): GPUDirect RDMA sends (docs/cuda-executor.md) —
+#      the CUDA executor on 2 ranks, one GPU each, that count as two hosts (NCCL_HOSTID), so their device
+#      FIFOs go through the proxy over the HCA, with NCCL_NET_GDR_READ=1 and 0 side by side, and the lines
+#      saying which way the FIFOs went.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +26,15 @@ echo "=== environment"
 if command -v ibv_devinfo > /dev/null; then ibv_devinfo 2>&1 | grep -E "hca_id|port:|state|link_layer|active_mtu" | head -40
 else echo "ibv_devinfo not found (Debian: ibverbs-utils)"; fi
 
+GPUS=0
+if command -v nvidia-smi > /dev/null; then GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+CUDA_FLAG=OFF
+[[ $GPUS -ge 2 ]] && CUDA_FLAG=AUTO
+
 if [[ ${THESEUS_RDMA_PREBUILT:-0} == 1 && -x $BUILD/bin/all_reduce_perf ]]; then
   echo "=== build: using the prebuilt $BUILD (THESEUS_RDMA_PREBUILT=1)"
 else
-  phase build 900 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=OFF && \
+  phase build 900 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=$CUDA_FLAG && \
     cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
       ib_unit_test ib_network_test theseus_fake_ibverbs" || { printf '%s\n' "${SUMMARY[@]}"; exit 1; }
 fi
@@ -62,6 +71,19 @@ fi
 if [[ -n ${RDMA_HOSTS:-} ]] && command -v mpirun > /dev/null; then
   phase multi-host 900 mpirun -H "$RDMA_HOSTS" -np 2 -x LD_LIBRARY_PATH="$PWD/$BUILD/lib" -x NCCL_NET=IB \
     "$BUILD/bin/all_reduce_perf" -b 8 -e 1G -f 4 -c 1
+fi
+
+# GPUDirect RDMA sends: two ranks, one GPU each, two hosts to Theseus, every device FIFO over the HCA.
+if [[ $GPUS -ge 2 ]]; then
+  for gdr in 1 0; do
+    phase "gdr-read-$gdr" 600 "$RUN" -np 2 -x THESEUS_DEVICE_EXECUTOR=cuda -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB \
+      -x NCCL_NET_GDR_READ=$gdr -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET,REG -- \
+      bash -c 'NCCL_HOSTID=gdr-host-$THESEUS_RANK CUDA_VISIBLE_DEVICES=$THESEUS_RANK exec "$0" "$@"' \
+      "$BUILD/bin/all_reduce_perf" -b 8 -e 1G -f 4 -c 1
+    grep -hE "GPUDirect RDMA|through a proxy|no GPUDirect" "$LOG_DIR/gdr-read-$gdr.log" | sort | uniq -c | head -8
+  done
+else
+  echo "=== GPUDirect RDMA: skipped ($GPUS GPU(s); two are needed, one per rank)"
 fi
 
 echo "=== summary"
