@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <string>
 
 #include "bootstrap/bootstrap_settings.h"
@@ -98,10 +99,15 @@ Result<size_t> slotBytesFrom(const IntKnob& knob, int64_t slots) {
 
 }  // namespace
 
+namespace {
+const char* const kGdrLevels[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
+}  // namespace
+
+const char* gdrLevelName(int level) { return kGdrLevels[std::clamp(level, 0, 4)]; }
+
 Result<int> parseGdrLevel(const std::string& text) {
-  static const char* const kNames[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
   for (int i = 0; i < 5; ++i)
-    if (strcasecmp(text.c_str(), kNames[i]) == 0 || text == std::to_string(i)) return i;
+    if (strcasecmp(text.c_str(), kGdrLevels[i]) == 0 || text == std::to_string(i)) return i;
   return invalidArgument("NCCL_NET_GDR_LEVEL='%s' is not one of LOC, PIX, PXB, PHB, SYS (or 0..4)", text.c_str());
 }
 

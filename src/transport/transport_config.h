@@ -63,6 +63,8 @@ Result<TransportConfig> readTransportConfig();
 // NCCL_NET_GDR_LEVEL's value: LOC, PIX, PXB, PHB or SYS (any case), or NCCL's legacy integers 0..4
 // for the same; 0 (LOC) means never, 4 (SYS) always.
 Result<int> parseGdrLevel(const std::string& text);
+// The level's name ("PXB"), for messages; levels outside 0..4 are clamped.
+const char* gdrLevelName(int level);
 
 // Limits shared by the config checks and the wire-format checks.
 inline constexpr size_t kMinSlotBytes = 4096;

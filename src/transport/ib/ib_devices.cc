@@ -184,6 +184,7 @@ void IbDevices::discover() {
   }
   verbs_ = v.value();
   const HcaFilter filter = HcaFilter::parse(s.hca);
+  const bool peerMemory = peerMemoryLoaded();  // the host's, for every port
   int n = 0;
   ibv_device** list = verbs_->getDeviceList(&n);
   if (list == nullptr || n == 0) {
@@ -245,7 +246,7 @@ void IbDevices::discover() {
       d->rateMbps.store(d->speedMbps);
       d->maxQpWr = dattr.max_qp_wr;
       d->dmaBuf = providerTakesDmaBufs(verbs_, pd);
-      d->peerMemory = peerMemoryLoaded();
+      d->peerMemory = peerMemory;
       d->gidIndex = d->roce ? chooseRoceGid(verbs_, ctx, port, pattr.gid_tbl_len, s) : std::max(s.gidIndex, 0);
       if (verbs_->queryGid(ctx, static_cast<uint8_t>(port), d->gidIndex, &d->gid) != 0) {
         TH_WARN("IB: %s:%d: GID index %d cannot be read: %s; port not used", name.c_str(), port, d->gidIndex,

@@ -10,7 +10,8 @@ IbMemory::IbMemory(void* data, size_t bytes, int dmaBufFd, uint64_t offset)
       bytes_(bytes),
       device_(true),
       dmaBuf_(true),
-      dmaBufFd_(fcntl(dmaBufFd, F_DUPFD_CLOEXEC, 0)), dmaBufOffset_(offset) {}
+      dmaBufFd_(fcntl(dmaBufFd, F_DUPFD_CLOEXEC, 0)),
+      dmaBufOffset_(offset) {}
 
 IbMemory::~IbMemory() {
   for (const Registration& r : registrations_) r.cache->release(r.mr);

@@ -54,10 +54,9 @@ void NetPluginBackend::assigned(const std::vector<bool>& mine) {
   std::string gdr;
   if ((plugin_->devices()[static_cast<size_t>(device_)].ptrSupport & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) != 0 &&
       choice_.path >= 0 && !gdrWithin(choice_, ctx_.config.netGdrLevel)) {
-    static const char* const kLevels[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
     gdr = std::string(", no GPUDirect RDMA: the path to the GPU is ") +
           topology::pathName(static_cast<topology::Path>(choice_.path)) + ", beyond NCCL_NET_GDR_LEVEL=" +
-          kLevels[std::clamp(ctx_.config.netGdrLevel, 0, 4)];
+          gdrLevelName(ctx_.config.netGdrLevel);
   }
   TH_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through %s '%s' device %d (%s; %s)%s%s", ctx_.rank, peers_,
           plugin_->builtIn() ? "network" : "NCCL net plugin", plugin_->name().c_str(), device_,
