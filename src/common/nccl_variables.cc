@@ -106,14 +106,14 @@ const Reason kReasons[] = {
     {"P2P_", "no GPU peer-to-peer transport yet; sends and receives go through Theseus' transports"},
     {"PXN", "no PXN (proxying through another GPU's NIC)"},
     {"COLLNET", "no CollNet (in-network reduction)"},
-    {"GDR", "no GDRCopy: the host never maps GPU memory (GPUDirect RDMA serves network sends: NCCL_NET_GDR_READ)"},
-    {"NET_GDR", "GPUDirect RDMA serves the proxied device sends the network accepts within NCCL_NET_GDR_LEVEL "
-                "(NCCL_NET_GDR_READ=0 turns it off); no C2C or partitioning controls, and receives land in host "
-                "memory"},
+    {"GDR", "no GDRCopy: the host never maps GPU memory (GPUDirect RDMA serves the proxied device FIFOs: "
+            "NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ)"},
+    {"NET_GDR", "GPUDirect RDMA serves the proxied device FIFOs the network accepts within NCCL_NET_GDR_LEVEL "
+                "(NCCL_NET_GDR_READ=0 stages sends); no C2C or partitioning controls"},
     {"CUMEM_HOST", "host memory is the caller's or shared segments; Theseus allocates no cuMem host memory"},
 
-    {"NET_", "the net-plugin backend uses one plugin device per rank and host memory: no NIC merging, shared "
-             "comms or buffers, forced flushes or overhead tuning"},
+    {"NET_", "the net-plugin backend uses one plugin device per rank: no NIC merging, shared comms or buffers, "
+             "or overhead tuning"},
     {"NETDEVS_POLICY", "no NIC selection beyond NCCL_SOCKET_IFNAME yet"},
     {"OOB_NET", "the bootstrap always runs over TCP"},
     {"PROXY_", "Theseus has no proxy thread"},

@@ -270,6 +270,15 @@ Result<void*> CudaDriver::allocOn(int dev, size_t bytes) const {
   return p;
 }
 
+int CudaDriver::computeCapability(int dev) const {
+  enum : int { kMajor = 75, kMinor = 76 };  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR (cuda.h)
+  auto fn = reinterpret_cast<CuResult (*)(int*, int, int)>(symbol("cuDeviceGetAttribute"));
+  int major = 0, minor = 0;
+  if (fn == nullptr || dev < 0 || fn(&major, kMajor, dev) != 0 || fn(&minor, kMinor, dev) != 0 || major <= 0)
+    return -1;
+  return major * 10 + minor;
+}
+
 Status CudaDriver::free(void* p) const {
   auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(memFree_);
   return check(fn(reinterpret_cast<CuDevicePtr>(p)), "cuMemFree");

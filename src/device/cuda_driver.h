@@ -81,6 +81,8 @@ class CudaDriver {
   // there belong to that device's context.
   Status withDevice(int dev, const std::function<Status()>& fn) const;
   Result<void*> allocOn(int dev, size_t bytes) const;  // alloc() within withDevice(dev)
+  // Device `dev`'s compute capability as major * 10 + minor (90: Hopper); -1 when the driver does not say.
+  int computeCapability(int dev) const;
   Status free(void* p) const;
   // CUDA IPC for memory from alloc() (cuIpcGetMemHandle): a handle another
   // process opens (cuIpcOpenMemHandle, peer access enabled lazily) to reach the

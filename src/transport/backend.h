@@ -51,6 +51,9 @@ struct BackendContext {
   void* wakeCtx = nullptr;
   AsyncFailure* failures = nullptr;  // where connections report failures nothing waits on
   const UserBuffers* userBuffers = nullptr;  // the user's registered host buffers (zero-copy sends)
+  // The CUDA device whose memory the device FIFO proxy's FIFOs may keep payloads in (GPUDirect
+  // RDMA), -1 for none. Its connections are those of channels >= `channels`.
+  int gdrDevice = -1;
 };
 
 class Backend {

@@ -34,10 +34,14 @@ struct FifoProxy::Bridge {
   // FIFO's tail: slots are released in order once their sends completed.
   std::vector<uint64_t> tickets;
   uint64_t released = 0;
-  // GPUDirect RDMA (send): the payload slots' allocation in GPU memory, else null (they follow the
+  // Receive, GPUDirect RDMA: the connection lands payloads where it is offered (offers), and
+  // every message up to `offered` was offered its FIFO slot.
+  bool offers = false;
+  uint64_t offered = 0;
+  // GPUDirect RDMA: the payload slots' allocation in GPU memory, else null (they follow the
   // control block in `memory`).
   void* gpuAlloc = nullptr;
-  char* gpuData = nullptr;  // page-aligned inside it: the connection's send region
+  char* gpuData = nullptr;  // page-aligned inside it: the connection's region
   size_t gpuBytes = 0;
   int gpuDevice = -1;
   bool copyWarned = false;
@@ -45,7 +49,8 @@ struct FifoProxy::Bridge {
   ~Bridge() {
     device::releaseHostRange(memory.get(), bytes);  // the device executor registers the ring
     if (gpuAlloc == nullptr) return;
-    out->removeRegion(gpuData);  // after the sends still reading it
+    if (send) out->removeRegion(gpuData);  // after the sends still reading it
+    else in->removeRegion(gpuData);
     const device::CudaDriver* cuda = device::CudaDriver::get();
     Status s = cuda == nullptr ? Status::ok() : cuda->withDevice(gpuDevice, [&] {
       if (copyStream != nullptr) (void)cuda->destroyStream(copyStream);
@@ -64,12 +69,14 @@ size_t dataOffset(uint32_t slots) {
 
 }  // namespace
 
-FifoProxy::FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrDevice)
+FifoProxy::FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrSendDevice,
+                     int gdrRecvDevice)
     : sendFor_(std::move(sendFor)),
       recvFor_(std::move(recvFor)),
       slots_(slots),
       slotBytes_(slotBytes),
-      gdrDevice_(gdrDevice) {
+      gdrSendDevice_(gdrSendDevice),
+      gdrRecvDevice_(gdrRecvDevice) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -125,7 +132,10 @@ Result<DeviceFifo> FifoProxy::fifo(int peer, int channel, bool send) {
   const size_t payload = static_cast<size_t>(slots_) * slotBytes_;
   if (send) {
     b->tickets.assign(slots_, 0);
-    if (gdrDevice_ >= 0) placeInGpuMemory(*b);
+    if (gdrSendDevice_ >= 0) placeInGpuMemory(*b, gdrSendDevice_);
+  } else if (gdrRecvDevice_ >= 0 && b->in->acceptsDeviceMemory(gdrRecvDevice_)) {
+    b->offers = true;  // even if the slots stay in host memory: the connection waits for offers
+    placeInGpuMemory(*b, gdrRecvDevice_);
   }
   b->bytes = dataOffset(slots_) + (b->gpuAlloc != nullptr ? 0 : payload);
   TH_ASSIGN(b->memory, allocRing(b->bytes));
@@ -143,9 +153,10 @@ Result<DeviceFifo> FifoProxy::fifo(int peer, int channel, bool send) {
     fifoInGpu = b->gpuAlloc != nullptr;
     bridges_.push_back(std::move(b));
   }
+  const int gdrDevice = send ? gdrSendDevice_ : gdrRecvDevice_;
   TH_INFO(log::kNet, "device FIFO %s rank %d channel %d through a proxy (%u x %llu bytes%s)", send ? "to" : "from",
           peer, channel, slots_, static_cast<unsigned long long>(slotBytes_),
-          send && gdrDevice_ >= 0 ? (fifoInGpu ? ", in GPU memory: GPUDirect RDMA" : ", in host memory") : "");
+          gdrDevice >= 0 ? (fifoInGpu ? ", in GPU memory: GPUDirect RDMA" : ", in host memory") : "");
   return fifo(peer, channel, send);
 }
 
@@ -163,24 +174,46 @@ void FifoProxy::fail(Status s) {
   failed_.store(true, std::memory_order_release);
 }
 
-// Payload slots in GPU memory for a send FIFO whose network reads GPU memory (the connection's
-// send region, registered once it is set up). Anything missing leaves the slots in host memory.
-void FifoProxy::placeInGpuMemory(Bridge& b) {
+// Payload slots in GPU memory for a FIFO whose network reads or writes GPU memory (the
+// connection's region, registered once it is set up). Anything missing leaves the slots in host
+// memory.
+void FifoProxy::placeInGpuMemory(Bridge& b, int dev) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
-  if (cuda == nullptr || !b.out->acceptsDeviceMemory(gdrDevice_)) return;
+  if (cuda == nullptr || !(b.send ? b.out->acceptsDeviceMemory(dev) : b.in->acceptsDeviceMemory(dev))) return;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t bytes = (static_cast<size_t>(slots_) * slotBytes_ + page - 1) / page * page;
-  Result<void*> p = cuda->allocOn(gdrDevice_, bytes + page);  // a dma-buf range is whole pages
+  Result<void*> p = cuda->allocOn(dev, bytes + page);  // a dma-buf range is whole pages
   if (!p.isOk()) {
-    TH_WARN("device FIFO to rank %d: no GPU memory for its slots (%s); they stay in host memory", b.peer,
-            p.status().message().c_str());
+    TH_WARN("device FIFO %s rank %d: no GPU memory for its slots (%s); they stay in host memory",
+            b.send ? "to" : "from", b.peer, p.status().message().c_str());
     return;
   }
   b.gpuAlloc = p.value();
   b.gpuData = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p.value()) + page - 1) / page * page);
   b.gpuBytes = bytes;
-  b.gpuDevice = gdrDevice_;
-  b.out->addRegion(b.gpuData, b.gpuBytes, gdrDevice_);
+  b.gpuDevice = dev;
+  if (b.send) b.out->addRegion(b.gpuData, b.gpuBytes, dev);
+  else b.in->addRegion(b.gpuData, b.gpuBytes, dev);
+}
+
+// A copy between a GPU-memory FIFO slot and host memory, on a stream of the proxy's own: one on
+// the legacy stream would wait for the kernel, which waits for this message.
+Status FifoProxy::copyOnProxyStream(Bridge& b, void* dst, const void* src, size_t bytes) {
+  if (!b.copyWarned) {
+    b.copyWarned = true;
+    TH_WARN("device FIFO %s rank %d channel %d: the network refused its GPU memory; each message is copied "
+            "through host memory (%s keeps such FIFOs in host memory)", b.send ? "to" : "from", b.peer, b.channel,
+            b.send ? "NCCL_NET_GDR_READ=0" : "NCCL_NET_GDR_LEVEL=LOC");
+  }
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  return cuda->withDevice(b.gpuDevice, [&]() -> Status {
+    if (b.copyStream == nullptr) {
+      TH_ASSIGN(b.copyStream, cuda->createStream());
+    }
+    TH_CHECK(b.send ? cuda->copyToHostOn(dst, src, bytes, b.copyStream)
+                    : cuda->copyToDeviceOn(dst, src, bytes, b.copyStream));
+    return cuda->synchronize(b.copyStream);
+  });
 }
 
 bool FifoProxy::forward(Bridge& b) {
@@ -209,22 +242,7 @@ bool FifoProxy::forward(Bridge& b) {
         if (!b.out->canSendDirect(src, h.bytes)) break;  // no room for its two ring entries yet
         b.tickets[i] = b.out->commitDirect(src, h.bytes, h.tag);
       } else {
-        if (!b.copyWarned) {
-          b.copyWarned = true;
-          TH_WARN("device FIFO to rank %d channel %d: the network refused its GPU memory; each message is copied "
-                  "to host memory first (NCCL_NET_GDR_READ=0 keeps such FIFOs in host memory)", b.peer, b.channel);
-        }
-        // On a stream of its own: a copy on the legacy stream would wait for the kernel, which
-        // waits for this message.
-        const device::CudaDriver* cuda = device::CudaDriver::get();
-        Status s = cuda->withDevice(b.gpuDevice, [&]() -> Status {
-          if (b.copyStream == nullptr) {
-            TH_ASSIGN(b.copyStream, cuda->createStream());
-          }
-          TH_CHECK(cuda->copyToHostOn(slot.data, src, h.bytes, b.copyStream));
-          return cuda->synchronize(b.copyStream);
-        });
-        if (!s.isOk()) {
+        if (Status s = copyOnProxyStream(b, slot.data, src, h.bytes); !s.isOk()) {
           fail(s.withContext("device FIFO to rank " + std::to_string(b.peer)));
           return false;
         }
@@ -255,6 +273,14 @@ bool FifoProxy::retire(Bridge& b) {
 
 bool FifoProxy::deliver(Bridge& b) {
   bool moved = false;
+  // GPUDirect RDMA: each FIFO slot the kernel released is offered, in order, as the landing place
+  // of the payload that will occupy it (message k takes slot k % slots), so the network writes there.
+  if (b.offers) {
+    const uint64_t tail = b.ctl->tail.load(std::memory_order_acquire);
+    while (b.offered < tail + slots_ &&
+           b.in->offer(b.data + static_cast<size_t>(b.offered % slots_) * slotBytes_, slotBytes_))
+      ++b.offered;
+  }
   for (;;) {
     if (b.next - b.ctl->tail.load(std::memory_order_acquire) >= slots_) break;  // the FIFO is full
     RecvMessage m;
@@ -265,7 +291,17 @@ bool FifoProxy::deliver(Bridge& b) {
       return false;
     }
     const uint32_t i = static_cast<uint32_t>(b.next % slots_);
-    std::memcpy(b.data + static_cast<size_t>(i) * slotBytes_, m.data, m.bytes);
+    char* dst = b.data + static_cast<size_t>(i) * slotBytes_;
+    if (m.data == dst) {
+      // Landed in place (GPUDirect RDMA, flushed where needed): nothing to copy.
+    } else if (b.gpuAlloc != nullptr) {
+      if (Status s = copyOnProxyStream(b, dst, m.data, m.bytes); !s.isOk()) {
+        fail(s.withContext("device FIFO from rank " + std::to_string(b.peer)));
+        return false;
+      }
+    } else {
+      std::memcpy(dst, m.data, m.bytes);
+    }
     SlotHeader& h = b.headers[i];
     std::memset(&h, 0, sizeof(h));
     h.bytes = m.bytes;

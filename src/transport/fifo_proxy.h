@@ -35,8 +35,22 @@
 // read by the NIC, only for the NIC's writes into GPU memory). A region the
 // network refuses once the connection is set up (the registration failed) is
 // still served, slowly: each message is copied to the connection's host slot
-// (cuMemcpyDtoH), with one WARN. Receives land in host memory as before.
-// NCCL_NET_GDR_READ=0 keeps every proxied FIFO in host memory.
+// (cuMemcpyDtoHAsync on a stream of the proxy's own), with one WARN.
+// NCCL_NET_GDR_READ=0 keeps every proxied send FIFO in host memory.
+//
+// GPUDirect RDMA (receives). A receive connection made for the proxy decides
+// at creation whether payloads may land in GPU memory (RecvConnection::
+// acceptsDeviceMemory; the sender learns it from the handoff and sends each
+// message as a header, then its payload). Then the FIFO's payload slots are
+// in GPU memory too, and the proxy offers them to the connection in order:
+// message k lands in slot k % slots, offered once the kernel released message
+// k - slots (tail acquired), so the NIC never writes a slot the kernel still
+// reads. When tryPeek returns a message that landed in its slot (flushed by
+// the network where the GPU needs it, net_connection.h), the proxy writes its
+// SlotHeader and publishes head (release): no payload byte crossed host
+// memory. A message that landed in the connection's host slot (the region
+// refused) is copied in with cuMemcpyHtoDAsync on the proxy's stream.
+// NCCL_NET_GDR_LEVEL covers both directions (LOC: never).
 //
 // The proxied connections use channels of their own (TransportManagerImpl:
 // channel + the communicator's channel count), so the host executor's
@@ -71,9 +85,11 @@ class FifoProxy {
  public:
   using SendFor = std::function<Result<SendConnection*>(int peer, int channel)>;
   using RecvFor = std::function<Result<RecvConnection*>(int peer, int channel)>;
-  // `slots` x `slotBytes`: the geometry of every proxied FIFO (the device FIFOs'). `gdrDevice`: the
-  // CUDA device whose memory send FIFOs may keep their payload in (GPUDirect RDMA), -1 for none.
-  FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrDevice = -1);
+  // `slots` x `slotBytes`: the geometry of every proxied FIFO (the device FIFOs'). `gdrSendDevice`,
+  // `gdrRecvDevice`: the CUDA device whose memory send (receive) FIFOs may keep their payload in
+  // (GPUDirect RDMA), -1 for none.
+  FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrSendDevice = -1,
+            int gdrRecvDevice = -1);
   ~FifoProxy();
   FifoProxy(const FifoProxy&) = delete;
   FifoProxy& operator=(const FifoProxy&) = delete;
@@ -89,7 +105,8 @@ class FifoProxy {
   bool pass();                        // one pass over the bridges; true when something moved
   bool forward(Bridge& b);            // send: FIFO -> connection
   bool retire(Bridge& b);             // send: releases FIFO slots whose sends completed, in order
-  void placeInGpuMemory(Bridge& b);   // send: payload slots in GPU memory, when the network can read them
+  void placeInGpuMemory(Bridge& b, int dev);  // payload slots in GPU memory, when the network reaches them
+  Status copyOnProxyStream(Bridge& b, void* dst, const void* src, size_t bytes);  // a refused region's copy
   bool deliver(Bridge& b);            // receive: connection -> FIFO
   void fail(Status s);
 
@@ -97,7 +114,8 @@ class FifoProxy {
   RecvFor recvFor_;
   uint32_t slots_;
   uint64_t slotBytes_;
-  int gdrDevice_;
+  int gdrSendDevice_;
+  int gdrRecvDevice_;
   mutable std::mutex mu_;             // bridges_ (the thread holds it for a pass)
   std::vector<std::unique_ptr<Bridge>> bridges_;
   mutable std::mutex failMu_;         // failure_

@@ -37,6 +37,12 @@ namespace theseus::transport {
 enum class Kind : uint8_t { kShm, kSocket, kCudaIpc, kIb, kNetPlugin };
 const char* kindName(Kind k);
 
+// A region of GPU memory a network connection moves bytes from or into directly (GPUDirect
+// RDMA; the device FIFO proxy's slots, fifo_proxy.h): kPending until the connection registered
+// it with the network, then kDirect, or kRefused (the network would not take it: the bytes go
+// through host memory instead).
+enum class RegionState { kPending, kDirect, kRefused };
+
 struct SendSlot {
   void* data = nullptr;      // where to write the inline payload (memory of the connection's memory() kind)
   size_t capacity = 0;       // == slotBytes()
@@ -65,7 +71,7 @@ class SendConnection {
   // Send regions: memory the caller sends from again and again (the device FIFO proxy's slots,
   // fifo_proxy.h), registered with the network once, after which canSendDirect/commitDirect take
   // pieces of it. Only the net-plugin connections have them (GPUDirect RDMA from GPU memory).
-  enum class RegionState { kPending, kDirect, kRefused };
+  using RegionState = transport::RegionState;
   // Whether the network could send from GPU memory of CUDA device `cudaDev` at all (its pointer
   // support and the driver's), before anything is registered.
   virtual bool acceptsDeviceMemory(int /*cudaDev*/) const { return false; }
@@ -101,6 +107,23 @@ class RecvConnection {
   // Done with the message returned by tryPeek; the slot goes back to the sender.
   virtual void release() = 0;
   virtual Status progress() = 0;
+  // Receive regions (GPUDirect RDMA into GPU memory; only net-plugin connections made for the
+  // device FIFO proxy, which decide at creation, because the sender must know before its first
+  // message): the caller names, message by message and in order, where each payload should land
+  // (offer); the connection receives it there when the address lies in a region the network
+  // registered, else in its own host slot. tryPeek's message then points at the offered address or
+  // at the host slot, and the caller copies only in the second case.
+  using RegionState = transport::RegionState;
+  // Whether payloads may land in GPU memory of CUDA device `cudaDev` (decided when the connection
+  // was made); only then does the connection wait for offers.
+  virtual bool acceptsDeviceMemory(int /*cudaDev*/) const { return false; }
+  virtual void addRegion(void* /*base*/, size_t /*bytes*/, int /*cudaDev*/) {}
+  virtual RegionState regionState(const void* /*base*/) const { return RegionState::kRefused; }
+  // Waits (bounded) for the receives still writing into the region, then drops its registration.
+  virtual void removeRegion(void* /*base*/) {}
+  // Where the payload (at most `capacity` bytes) of the next message not yet offered for may land.
+  // False when the connection holds as many offers as it takes now, or takes none.
+  virtual bool offer(void* /*dst*/, size_t /*capacity*/) { return false; }
 };
 
 // A FIFO that an executor drives itself (the device executor's flag protocol,

@@ -44,11 +44,15 @@ const BoolKnob kNetGdrRead("NCCL_NET_GDR_READ", true,
                             "GPUDirect RDMA for sends: the CUDA executor's FIFOs to peers on other hosts keep their "
                             "payload slots in GPU memory, and the network reads them there, wherever it registers GPU "
                             "memory (a dma-buf, or nvidia-peermem); 0 stages every such message through pinned host "
-                            "memory. Receives always land in host memory");
+                            "memory. Receives land in GPU memory within NCCL_NET_GDR_LEVEL whatever this says");
+const BoolKnob kNetForceFlush("NCCL_NET_FORCE_FLUSH", false,
+                              "Flush every GPUDirect RDMA receive (the network's iflush) before the GPU reads it, on "
+                              "Hopper and later GPUs too; by default only GPUs before compute capability 9.0, and "
+                              "networks whose properties ask for it, are flushed");
 const StringKnob kNetGdrLevel("NCCL_NET_GDR_LEVEL", "PXB",
                               "The farthest PCI path between a rank's GPU and its NIC over which GPUDirect RDMA is "
-                              "used (NCCL_NET_GDR_READ): LOC (never), PIX (same PCIe switch), PXB (several "
-                              "switches), PHB (through the CPU's host bridge) or SYS (across sockets), or NCCL's "
+                              "used, for sends (NCCL_NET_GDR_READ) and receives: LOC (never), PIX (same PCIe "
+                              "switch), PXB (several switches), PHB (through the CPU's host bridge) or SYS (across sockets), or NCCL's "
                               "integers 0..4 for them. Where the host's topology is unknown, the network's support "
                               "decides");
 const BoolKnob kDmaBufEnable("NCCL_DMABUF_ENABLE", true,
@@ -163,6 +167,7 @@ Result<TransportConfig> readTransportConfig() {
   c.p2pDisable = kP2pDisable.get();
   c.netGdrRead = kNetGdrRead.get();
   c.dmaBufEnable = kDmaBufEnable.get();
+  c.netForceFlush = kNetForceFlush.get();
   TH_ASSIGN(c.netGdrLevel, parseGdrLevel(kNetGdrLevel.get()));
 
   c.connectTimeoutMs = bootstrap::connectTimeoutMs();

@@ -47,6 +47,7 @@ struct TransportConfig {
   bool netGdrRead = true;   // NCCL_NET_GDR_READ: proxied device FIFOs send from GPU memory where the network can
   bool dmaBufEnable = true; // NCCL_DMABUF_ENABLE: GPU memory registered through dma-bufs (else by address only)
   int netGdrLevel = 2;      // NCCL_NET_GDR_LEVEL: farthest GPU-NIC path for GPUDirect RDMA (0 LOC .. 4 SYS; PXB)
+  bool netForceFlush = false;  // NCCL_NET_FORCE_FLUSH: flush every GPUDirect RDMA receive, Hopper and later too
 
   // THESEUS_CONNECT_TIMEOUT_MS (declared by the bootstrap): connectTo of a send
   // connection, and prepare() waiting for the peers' connections.
@@ -55,6 +56,7 @@ struct TransportConfig {
 
 // Reads and validates the knobs (THESEUS_SHM_*, THESEUS_SOCKET_*, THESEUS_TRANSPORT,
 // NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, NCCL_NET_GDR_READ, NCCL_NET_GDR_LEVEL, NCCL_DMABUF_ENABLE,
+// NCCL_NET_FORCE_FLUSH,
 // NCCL_NET_PLUGIN, NCCL_BUFFSIZE,
 // NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_SNDBUF/RCVBUF;
 // THESEUS_CONNECT_TIMEOUT_MS through the bootstrap's settings).

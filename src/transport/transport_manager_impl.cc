@@ -327,7 +327,8 @@ Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool 
       proxy_ = std::make_unique<FifoProxy>(
           [this, base](int p, int c) { return createSend(p, base + c); },
           [this, base](int p, int c) { return createRecv(p, base + c); }, config_.shmSlots, config_.shmSlotBytes,
-          options_.deviceFifoSlotsOnGpu && config_.netGdrRead ? options_.cudaDev : -1);
+          options_.deviceFifoSlotsOnGpu && config_.netGdrRead ? options_.cudaDev : -1,
+          options_.deviceFifoSlotsOnGpu ? options_.cudaDev : -1);
     }
     proxy = proxy_.get();
   }
@@ -399,6 +400,7 @@ Status TransportManagerImpl::setUp() {
   ctx.wakeCtx = this;
   ctx.failures = &failures_;
   ctx.userBuffers = &userBuffers_;
+  ctx.gdrDevice = options_.deviceFifos && options_.deviceFifoSlotsOnGpu ? options_.cudaDev : -1;
   TH_ASSIGN(backends_, makeBackends(ctx, options_.backends));
   for (const auto& b : backends_) TH_CHECK(b->setUp().withContext(std::string(kindName(b->kind())) + " set-up"));
   for (const auto& b : backends_) {

@@ -226,6 +226,14 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
     case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
       *value = getenv("THESEUS_FAKE_CUDA_NO_DMABUF") == nullptr ? 1 : 0;
       return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: {
+      // sm_90 (an H100/H200) unless THESEUS_FAKE_CUDA_CC says otherwise (e.g. 80 for an A100).
+      const char* cc = getenv("THESEUS_FAKE_CUDA_CC");
+      const int v = cc != nullptr ? atoi(cc) : 90;
+      *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? v / 10 : v % 10;
+      return CUDA_SUCCESS;
+    }
     default:
       *value = 0;
       return CUDA_SUCCESS;

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <functional>
 #include <new>
+#include <regex>
 #include <unistd.h>
 #include <cstring>
 #include <string>
@@ -926,16 +927,17 @@ TEST(GpuCudaExecutor, DestroyedCommunicatorsLeaveNothingRegistered) {
   EXPECT_RANKS_OK(theseus::test::runRanks("destroyed_communicators_unregister", 2, cudaExecutor()));  // GPU slots
 }
 
-// GPUDirect RDMA sends (transport/fifo_proxy.h): every rank a host of its own, so every device FIFO
-// goes through the proxy over the IB network (the libibverbs test double). Where the network
-// registers GPU memory, the send FIFOs keep their payload in GPU memory and the network sends from
-// there (a dma-buf of the range, which the IB double maps through its descriptor: wrong bytes if the
-// descriptor or offset were wrong). Collectives of 1 element to several MiB (8 channels, more
-// messages in flight than the ring holds) and a send/recv ring, every result checked; then the log
-// says which way the FIFOs went (THESEUS_TEST_EXPECT_LOG, "|"-separated, must all appear;
-// THESEUS_TEST_FORBID_LOG must not). On a GPU, the IB double cannot map a real dma-buf, so the
-// registration is refused and messages are copied: only results are checked there.
-THESEUS_RANK_FN(gdr_sends) {
+// GPUDirect RDMA (transport/fifo_proxy.h): every rank a host of its own, so every device FIFO goes
+// through the proxy over the IB network (the libibverbs test double). Where the network registers
+// GPU memory, the FIFOs keep their payload in GPU memory: the network sends from there and receives
+// into there (a dma-buf of the range, which the IB double maps through its descriptor: wrong bytes
+// if the descriptor or offset were wrong), and flushes receives where the GPU needs it.
+// Collectives of 1 element to several MiB (8 channels, more messages in flight than the ring holds)
+// and a send/recv ring, every result checked; then the log says which way the FIFOs went
+// (THESEUS_TEST_EXPECT_LOG, "|"-separated, must all appear; THESEUS_TEST_FORBID_LOG must not; an
+// entry starting with '~' is a regular expression). On a GPU, the IB double cannot map a real
+// dma-buf, so the registration is refused and messages are copied: only results are checked there.
+THESEUS_RANK_FN(gdr_fifos) {
   setenv("THESEUS_FAKE_IBV_HOST", ("host" + std::to_string(ctx.rank)).c_str(), 1);
   OPEN_DEVICE_RANK(stream, comm);
   const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
@@ -990,12 +992,15 @@ THESEUS_RANK_FN(gdr_sends) {
     }
     return true;
   };
-  RANK_CHECK(each(getenv("THESEUS_TEST_EXPECT_LOG"), [&](const std::string& t) { return log.find(t) != std::string::npos; }));
-  RANK_CHECK(each(getenv("THESEUS_TEST_FORBID_LOG"), [&](const std::string& t) { return log.find(t) == std::string::npos; }));
+  auto found = [&](const std::string& t) {
+    return t[0] == '~' ? std::regex_search(log, std::regex(t.substr(1))) : log.find(t) != std::string::npos;
+  };
+  RANK_CHECK(each(getenv("THESEUS_TEST_EXPECT_LOG"), found));
+  RANK_CHECK(each(getenv("THESEUS_TEST_FORBID_LOG"), [&](const std::string& t) { return !found(t); }));
   return 0;
 }
 
-TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
+TEST(GpuCudaExecutor, ProxiedFifosUseGpuMemoryThroughGpuDirectRdma) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   if (access(THESEUS_FAKE_IBVERBS, R_OK) != 0)  // binaries carried to another machine
     GTEST_SKIP() << "the libibverbs test double is not at " << THESEUS_FAKE_IBVERBS;
@@ -1013,24 +1018,34 @@ TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
   struct Case {
     const char* what;
     std::vector<std::pair<std::string, std::string>> env;
-    const char* expect;
-    const char* forbid;
+    std::string expect;
+    std::string forbid;
   };
+  // Send and receive FIFOs both in host memory, and nothing registered.
+  const char* kNoGdr = "GPUDirect RDMA to rank|GPUDirect RDMA from rank|, in GPU memory: GPUDirect RDMA)";
+  const char* kLanded = "~[1-9][0-9]* landed in GPU memory";
+  const char* kFlushed = "~[1-9][0-9]* flushed";
+  const std::string landedAndFlushed = std::string(kLanded) + "|" + kFlushed + "|";
   const Case cases[] = {
-      {"GPUDirect RDMA through dma-bufs", {},
-       ", dma-buf)|, in GPU memory: GPUDirect RDMA)|GPUDirect RDMA to rank|(by dma-buf)",
-       "copied to host memory first|, in host memory)"},
-      {"NCCL_NET_GDR_READ=0", {{"NCCL_NET_GDR_READ", "0"}}, "through a proxy", "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
-      {"NCCL_NET_GDR_LEVEL=LOC", {{"NCCL_NET_GDR_LEVEL", "LOC"}}, ", in host memory)",
-       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
-      {"a provider without dma-bufs", {{"THESEUS_FAKE_IBV_FAULT", "no_dmabuf"}}, ", in host memory)",
-       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
-      {"a driver without dma-bufs", {{"THESEUS_FAKE_CUDA_NO_DMABUF", "1"}}, ", in host memory)",
-       "GPUDirect RDMA to rank|, in GPU memory: GPUDirect RDMA)"},
-      {"a registration the NIC refuses",
-       {{"THESEUS_FAKE_IBV_FAULT", "dmabuf_fail"}},
-       ", in GPU memory: GPUDirect RDMA)|could not be registered|copied to host memory first",
+      {"GPUDirect RDMA through dma-bufs (an sm_90 GPU: receives not flushed)", {},
+       std::string("GPUDirect RDMA to rank|GPUDirect RDMA from rank|(by dma-buf)|, in GPU memory: GPUDirect RDMA)|"
+                   "not flushed|") + kLanded,
+       std::string("copied through host memory|, in host memory)|") + kFlushed},
+      {"NCCL_NET_GDR_READ=0 (sends staged, receives still GPUDirect)", {{"NCCL_NET_GDR_READ", "0"}},
+       "GPUDirect RDMA from rank|~device FIFO from rank [0-9]+ channel [0-9]+ through a proxy \\([^)]*in GPU memory",
        "GPUDirect RDMA to rank"},
+      {"NCCL_NET_GDR_LEVEL=LOC", {{"NCCL_NET_GDR_LEVEL", "LOC"}}, ", in host memory)", kNoGdr},
+      {"a provider without dma-bufs", {{"THESEUS_FAKE_IBV_FAULT", "no_dmabuf"}}, ", in host memory)", kNoGdr},
+      {"a driver without dma-bufs", {{"THESEUS_FAKE_CUDA_NO_DMABUF", "1"}}, ", in host memory)", kNoGdr},
+      {"a registration the NIC refuses", {{"THESEUS_FAKE_IBV_FAULT", "dmabuf_fail"}},
+       ", in GPU memory: GPUDirect RDMA)|could not be registered|copied through host memory",
+       "GPUDirect RDMA to rank|GPUDirect RDMA from rank"},
+      {"NCCL_NET_FORCE_FLUSH=1", {{"NCCL_NET_FORCE_FLUSH", "1"}},
+       landedAndFlushed + "each flushed (NCCL_NET_FORCE_FLUSH=1)|GPUDirect RDMA from rank", ""},
+      {"an sm_80 GPU (receives flushed)", {{"THESEUS_FAKE_CUDA_CC", "80"}},
+       landedAndFlushed + "each flushed (a GPU before compute capability 9.0)|GPUDirect RDMA from rank", ""},
+      {"an sm_80 GPU with NCCL_GDR_FLUSH_DISABLE=1", {{"THESEUS_FAKE_CUDA_CC", "80"}, {"NCCL_GDR_FLUSH_DISABLE", "1"}},
+       std::string(kLanded) + "|each flushed (a GPU before compute capability 9.0)", kFlushed},
   };
   for (const Case& c : cases) {
     auto o = base;
@@ -1038,7 +1053,7 @@ TEST(GpuCudaExecutor, ProxiedSendsReadGpuMemoryThroughGpuDirectRdma) {
     o.env["THESEUS_TEST_EXPECT_LOG"] = c.expect;
     o.env["THESEUS_TEST_FORBID_LOG"] = c.forbid;
     for (int n : {2, 3}) {
-      auto r = theseus::test::runRanks("gdr_sends", n, o);
+      auto r = theseus::test::runRanks("gdr_fifos", n, o);
       EXPECT_TRUE(r.allOk()) << c.what << ", " << n << " ranks: " << r.describe();
     }
   }

@@ -27,6 +27,17 @@
 // Every completion re-posts the receive it consumed. One CQ per comm, polled
 // under the comm's mutex by whichever thread calls isend/irecv/test.
 //
+// GPUDirect RDMA: a buffer registered from GPU memory (a dma-buf, or by address
+// with nvidia-peermem) is written and read by the HCA like host memory. Once a
+// receive into GPU memory completed, iflush makes its bytes visible to the GPU
+// before anything tells the GPU they are there: an RDMA read of the buffer's
+// first byte into a host word, on a QP of this comm connected to itself (made
+// at the first flush, on the CQ of the comm). A read's response cannot pass
+// the writes before it on PCIe, so once it completed the NIC's writes have
+// landed. NCCL_GDR_FLUSH_DISABLE=1 makes iflush return no request. The CPU
+// cannot read GPU memory, so neither direction of GPU memory takes the TCP
+// fallback: such a message fails the connection with a clear error instead.
+//
 // Failover to TCP (THESEUS_IB_FAILOVER, on by default; ib_failover.cc): the
 // set-up socket stays open. When the IB path fails under a connection — its
 // port goes down, or a completion fails (retries exhausted, a QP in error,
@@ -165,11 +176,11 @@ static_assert(sizeof(Handle) <= 128);
 class IbComm;
 
 // wr_id of a work request: its kind in the top byte, a request, slot or QP index below.
-enum WrKind : uint64_t { kCtsWrite = 1, kCtsRecv = 2, kDataWrite = 3, kDataRecv = 4 };
+enum WrKind : uint64_t { kCtsWrite = 1, kCtsRecv = 2, kDataWrite = 3, kDataRecv = 4, kFlushRead = 5 };
 inline uint64_t wrId(WrKind kind, uint64_t index) { return (static_cast<uint64_t>(kind) << 56) | index; }
 
 struct IbRequest {
-  enum Kind : uint8_t { kFree, kSend, kRecv };
+  enum Kind : uint8_t { kFree, kSend, kRecv, kFlush };
   Kind kind = kFree;
   IbComm* comm = nullptr;
   int pending = 0;  // completions still expected
@@ -205,6 +216,9 @@ class IbComm {
   ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, void** request);
   ncclResult_t irecv(void* data, size_t size, int tag, void* mhandle, void** request);
   ncclResult_t test(IbRequest* r, int* done, int* size);
+  // GPUDirect RDMA receives (ib_flush.cc): the read-back that makes a completed receive into GPU
+  // memory visible to the GPU; no request for host memory or with NCCL_GDR_FLUSH_DISABLE=1.
+  ncclResult_t iflush(void* data, int size, IbMemory* mem, void** request);
 
   IbDevice* device() const { return dev_; }
 
@@ -214,6 +228,11 @@ class IbComm {
   Status postCtsReceive();
   Status postCts(IbRequest* r);           // receiver: announce a posted receive to the sender
   Status postDataReceive(int qp);
+  Result<ibv_qp*> newQp(int depth);       // an RC QP on the comm's CQ, in INIT
+  Status createFlushQp();                 // under mu_: the loopback QP and host word of iflush
+  void destroyFlushQp();
+  // The QP state changes to RTS towards `remote`'s QP `qpn` (connectQps, and the loopback QP).
+  Status connectQp(ibv_qp* qp, uint32_t qpn, const wire::ConnInfo& remote, int index);
   ncclResult_t fail(Status s);            // under mu_: keeps the first error
   ncclResult_t failed() const;            // under mu_: the kept error (and this thread's ibLastError)
   IbRequest* freeRequest();
@@ -259,6 +278,10 @@ class IbComm {
   uint64_t ctsWritten_ = 0;
   std::vector<uint64_t> arrived_;
   IbRequest* bySlot_[kFifoDepth] = {};
+  // Receiver, GPUDirect RDMA: iflush's QP connected to itself and the host word it reads into.
+  ibv_qp* flushQp_ = nullptr;
+  uint64_t* flushWord_ = nullptr;
+  ibv_mr* flushMr_ = nullptr;
   // Failover.
   enum class Mode { kIb, kFailingOver, kTcp, kRecovering };
   Mode mode_ = Mode::kIb;

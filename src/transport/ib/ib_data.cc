@@ -25,6 +25,7 @@ const char* kindName(uint64_t kind) {
     case kCtsRecv: return "CTS receive";
     case kDataWrite: return "data write";
     case kDataRecv: return "data receive";
+    case kFlushRead: return "flush read";
     default: return "unknown work request";
   }
 }
@@ -132,6 +133,12 @@ Status IbComm::onCompletion(const ibv_wc& wc) {
     case kCtsWrite:  // receiver: a CTS entry left; its slot may be reused
       ++ctsWritten_;
       return Status::ok();
+    case kFlushRead: {  // receiver: a flush's read-back completed (ib_flush.cc)
+      if (index >= kFifoDepth || requests_[index].kind != IbRequest::kFlush || requests_[index].pending <= 0)
+        return internalError("IB: %s: completion of a flush that is not in flight", where(-1).c_str());
+      --requests_[index].pending;
+      return Status::ok();
+    }
     default:
       return internalError("IB: %s: completion of an unknown work request 0x%llx", where(qp).c_str(),
                            static_cast<unsigned long long>(wc.wr_id));
@@ -223,6 +230,9 @@ ncclResult_t IbComm::irecv(void* data, size_t size, int tag, void* mhandle, void
   if (r == nullptr) return ncclSuccess;
   if (size > 0 && mhandle == nullptr) return fail(internalError("IB: irecv of %zu bytes without a registration", size));
   auto* mem = static_cast<IbMemory*>(mhandle);
+  if (mode_ == Mode::kTcp && mem != nullptr && mem->device())
+    return fail(remoteError("IB: %s runs over TCP since its HCA failed, and a receive into GPU memory (GPUDirect "
+                            "RDMA) cannot take that path", where(-1).c_str()));
   // Over the socket a message is one piece; on IB (or once a move back to it completes) one per QP.
   *r = IbRequest{IbRequest::kRecv, this, static_cast<int>(mode_ == Mode::kTcp ? 1 : qps_.size()), 0, posted_,
                  static_cast<char*>(data), static_cast<int64_t>(size), tag, 0, mem};
@@ -274,6 +284,9 @@ ncclResult_t IbComm::test(IbRequest* r, int* done, int* size) {
   std::lock_guard lock(mu_);
   if (!error_.isOk()) return failed();
   if (Status s = poll(); !s.isOk()) return fail(s);
+  if (r->kind == IbRequest::kFlush && r->pending > 0 && mode_ != Mode::kIb)
+    return fail(remoteError("IB: %s: a flush of GPU memory was cut off: the connection left its HCA",
+                            where(-1).c_str()));
   if (r->pending > 0) return ncclSuccess;
   *done = 1;
   if (size != nullptr) *size = static_cast<int>(std::min<int64_t>(r->size, INT32_MAX));

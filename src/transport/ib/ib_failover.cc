@@ -258,6 +258,10 @@ Status IbComm::progressTcp() {
     if (hdr_.tag != r->tag)
       return internalError("IB: %s: message %llu has tag %d but the receive posted for it tag %d", where(-1).c_str(),
                            static_cast<unsigned long long>(hdr_.seq), hdr_.tag, r->tag);
+    if (r->mem != nullptr && r->mem->device() && hdr_.size > 0)
+      return remoteError("IB: %s runs over TCP since its HCA failed, and message %llu was to land in GPU memory "
+                         "(GPUDirect RDMA), which the CPU cannot write", where(-1).c_str(),
+                         static_cast<unsigned long long>(hdr_.seq));
     while (r->moved < static_cast<size_t>(hdr_.size)) {
       auto n = moveNow(sock_, r->data + r->moved, static_cast<size_t>(hdr_.size) - r->moved, false, "receiving over TCP");
       if (!n.isOk()) return n.status().withContext("IB: " + where(-1));

@@ -357,15 +357,13 @@ ncclResult_t ibIsend(void* sendComm, void* data, size_t size, int tag, void* mha
 ncclResult_t ibIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**,
                      void** request) {
   if (n != 1) return report(internalError("IB: irecv of %d buffers (this network takes one: maxRecvs 1)", n));
-  if (mhandles[0] != nullptr && static_cast<IbMemory*>(mhandles[0])->device())
-    return report(invalidUsage("IB: receives into GPU memory are not supported (they would need iflush); "
-                               "receive into host memory"));
   return static_cast<IbComm*>(recvComm)->irecv(data[0], sizes[0], tags[0], mhandles[0], request);
 }
 
-ncclResult_t ibIflush(void*, int, void**, int*, void**, void** request) {
-  *request = nullptr;  // host memory: nothing to flush
-  return ncclSuccess;
+ncclResult_t ibIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  *request = nullptr;
+  if (n != 1) return report(internalError("IB: iflush of %d buffers (this network takes one: maxRecvs 1)", n));
+  return static_cast<IbComm*>(recvComm)->iflush(data[0], sizes[0], static_cast<IbMemory*>(mhandles[0]), request);
 }
 
 ncclResult_t ibTest(void* request, int* done, int* sizes) {

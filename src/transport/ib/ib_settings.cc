@@ -29,6 +29,11 @@ const IntKnob kPkey("NCCL_IB_PKEY", 0, "IB partition key index of the QPs");
 const IntKnob kQpsPerConnection("NCCL_IB_QPS_PER_CONNECTION", 1,
                                 "QPs per IB connection; messages are split across them (1..16)");
 
+const BoolKnob kGdrFlushDisable("NCCL_GDR_FLUSH_DISABLE", false,
+                                 "1: the IB network's iflush does nothing, so GPUDirect RDMA receives reach the GPU "
+                                 "without the read-back that orders the NIC's writes before the proxy's flag "
+                                 "(safe only where the platform orders them itself)");
+
 const BoolKnob kFailover("THESEUS_IB_FAILOVER", true,
                          "When the IB path of a connection fails (its port goes down, a completion fails), the "
                          "connection moves to TCP and re-sends what was not delivered, instead of failing");
@@ -67,6 +72,7 @@ IbSettings read() {
   s.qpsPerConnection = clamp(kQpsPerConnection, 1, 16);
   s.failover = kFailover.get();
   s.failoverHca = kFailoverHca.get();
+  s.gdrFlushDisable = kGdrFlushDisable.get();
   return s;
 }
 

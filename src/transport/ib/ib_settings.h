@@ -20,6 +20,7 @@ struct IbSettings {
   int qpsPerConnection = 1;  // NCCL_IB_QPS_PER_CONNECTION
   bool failover = true;      // THESEUS_IB_FAILOVER
   bool failoverHca = true;   // THESEUS_IB_FAILOVER_HCA
+  bool gdrFlushDisable = false;  // NCCL_GDR_FLUSH_DISABLE: iflush of GPU memory does nothing
   static const IbSettings& get();
 };
 

@@ -22,6 +22,7 @@ IbComm::~IbComm() {
 }
 
 void IbComm::destroyQueues() {
+  destroyFlushQp();
   for (ibv_qp* qp : qps_)
     if (qp != nullptr && v_->destroyQp(qp) != 0) TH_WARN("IB: ibv_destroy_qp failed: %s", strerror(errno));
   qps_.clear();
@@ -48,30 +49,38 @@ Status IbComm::createQueues(int nqps) {
   errno = 0;
   cq_ = v_->createCq(dev_->context, cqe, nullptr, nullptr, 0);
   if (cq_ == nullptr) return errnoStatus(errno ? errno : ENOMEM, "IB: %s: ibv_create_cq(%d)", dev_->describe().c_str(), cqe);
-  const IbSettings& s = IbSettings::get();
   for (int i = 0; i < nqps; ++i) {
-    ibv_qp_init_attr init{};
-    init.send_cq = cq_;
-    init.recv_cq = cq_;
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = depth;
-    init.cap.max_recv_wr = depth;
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    errno = 0;
-    ibv_qp* qp = v_->createQp(dev_->pd, &init);
-    if (qp == nullptr) return errnoStatus(errno ? errno : ENOMEM, "IB: %s: ibv_create_qp", dev_->describe().c_str());
+    TH_ASSIGN(ibv_qp* qp, newQp(depth));
     qps_.push_back(qp);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = static_cast<uint16_t>(s.pkeyIndex);
-    a.port_num = static_cast<uint8_t>(dev_->port);
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
-    if (int rc = v_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return errnoStatus(rc, "IB: %s: QP %u to INIT", dev_->describe().c_str(), qp->qp_num);
   }
   arrived_.assign(static_cast<size_t>(nqps), 0);
   return Status::ok();
+}
+
+Result<ibv_qp*> IbComm::newQp(int depth) {
+  const IbSettings& s = IbSettings::get();
+  ibv_qp_init_attr init{};
+  init.send_cq = cq_;
+  init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = static_cast<uint32_t>(depth);
+  init.cap.max_recv_wr = static_cast<uint32_t>(depth);
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  errno = 0;
+  ibv_qp* qp = v_->createQp(dev_->pd, &init);
+  if (qp == nullptr) return errnoStatus(errno ? errno : ENOMEM, "IB: %s: ibv_create_qp", dev_->describe().c_str());
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = static_cast<uint16_t>(s.pkeyIndex);
+  a.port_num = static_cast<uint8_t>(dev_->port);
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+  if (int rc = v_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+    const uint32_t n = qp->qp_num;
+    v_->destroyQp(qp);
+    return errnoStatus(rc, "IB: %s: QP %u to INIT", dev_->describe().c_str(), n);
+  }
+  return qp;
 }
 
 wire::ConnInfo IbComm::localInfo() const {
@@ -105,41 +114,7 @@ Status IbComm::connectQps(const wire::ConnInfo& remote) {
     return remoteError("IB: %s: the peer %s sent %s", dev_->describe().c_str(), peer_.c_str(), bad);
   remote_ = remote;
   remote_.device[sizeof(remote_.device) - 1] = '\0';
-  const IbSettings& s = IbSettings::get();
-  ibv_mtu mtu = static_cast<ibv_mtu>(std::min<int>(dev_->mtu, remote.mtu));
-  bool global = dev_->roce || remote.lid == 0 || s.gidIndex >= 0;
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = mtu;
-    a.dest_qp_num = remote.qpn[i];
-    a.rq_psn = 0;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dlid = remote.lid;
-    a.ah_attr.sl = static_cast<uint8_t>(s.serviceLevel);
-    a.ah_attr.port_num = static_cast<uint8_t>(dev_->port);
-    if (global) {
-      a.ah_attr.is_global = 1;
-      memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof(remote.gid));
-      a.ah_attr.grh.sgid_index = static_cast<uint8_t>(dev_->gidIndex);
-      a.ah_attr.grh.hop_limit = 255;
-      a.ah_attr.grh.traffic_class = static_cast<uint8_t>(s.trafficClass);
-      a.ah_attr.grh.flow_label = 0;
-    }
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    if (int rc = v_->modifyQp(qps_[i], &a, mask)) return errnoStatus(rc, "IB: %s to RTR", where(static_cast<int>(i)).c_str());
-    ibv_qp_attr r{};
-    r.qp_state = IBV_QPS_RTS;
-    r.timeout = static_cast<uint8_t>(s.timeout);
-    r.retry_cnt = static_cast<uint8_t>(s.retryCount);
-    r.rnr_retry = 7;
-    r.sq_psn = 0;
-    r.max_rd_atomic = 1;
-    mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
-    if (int rc = v_->modifyQp(qps_[i], &r, mask)) return errnoStatus(rc, "IB: %s to RTS", where(static_cast<int>(i)).c_str());
-  }
+  for (size_t i = 0; i < qps_.size(); ++i) TH_CHECK(connectQp(qps_[i], remote.qpn[i], remote, static_cast<int>(i)));
   // The receives the peer's writes consume (ib_comm.h): the sender's CTS on QP 0, the receiver's data on every QP.
   for (int k = 0; k < kFifoDepth; ++k) {
     if (side_ == kSender) {
@@ -148,6 +123,43 @@ Status IbComm::connectQps(const wire::ConnInfo& remote) {
       for (size_t i = 0; i < qps_.size(); ++i) TH_CHECK(postDataReceive(static_cast<int>(i)));
     }
   }
+  return Status::ok();
+}
+
+Status IbComm::connectQp(ibv_qp* qp, uint32_t qpn, const wire::ConnInfo& remote, int index) {
+  const IbSettings& s = IbSettings::get();
+  ibv_mtu mtu = static_cast<ibv_mtu>(std::min<int>(dev_->mtu, remote.mtu));
+  bool global = dev_->roce || remote.lid == 0 || s.gidIndex >= 0;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = mtu;
+  a.dest_qp_num = qpn;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.dlid = remote.lid;
+  a.ah_attr.sl = static_cast<uint8_t>(s.serviceLevel);
+  a.ah_attr.port_num = static_cast<uint8_t>(dev_->port);
+  if (global) {
+    a.ah_attr.is_global = 1;
+    memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof(remote.gid));
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(dev_->gidIndex);
+    a.ah_attr.grh.hop_limit = 255;
+    a.ah_attr.grh.traffic_class = static_cast<uint8_t>(s.trafficClass);
+    a.ah_attr.grh.flow_label = 0;
+  }
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (int rc = v_->modifyQp(qp, &a, mask)) return errnoStatus(rc, "IB: %s to RTR", where(index).c_str());
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTS;
+  r.timeout = static_cast<uint8_t>(s.timeout);
+  r.retry_cnt = static_cast<uint8_t>(s.retryCount);
+  r.rnr_retry = 7;
+  r.sq_psn = 0;
+  r.max_rd_atomic = 1;
+  mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (int rc = v_->modifyQp(qp, &r, mask)) return errnoStatus(rc, "IB: %s to RTS", where(index).c_str());
   return Status::ok();
 }
 

@@ -164,6 +164,25 @@ ncclResult_t NetApi::test(void* request, int* done, size_t* size) const {
   return r;
 }
 
+bool NetApi::hasIflush() const {
+  TH_NET_DISPATCH(t->iflush != nullptr, t->iflush != nullptr, t->iflush != nullptr, t->iflush != nullptr,
+                  t->iflush != nullptr, t->iflush != nullptr)
+}
+
+ncclResult_t NetApi::iflush(void* recvComm, void* data, int size, void* mhandle, void** request) const {
+  *request = nullptr;
+  if (!hasIflush()) return ncclInternalError;
+  void* datas[1] = {data};
+  int sizes[1] = {size};
+  void* mhandles[1] = {mhandle};
+  TH_NET_DISPATCH(t->iflush(recvComm, 1, datas, sizes, mhandles, request),
+                  t->iflush(recvComm, 1, datas, sizes, mhandles, request),
+                  t->iflush(recvComm, 1, datas, sizes, mhandles, request),
+                  t->iflush(recvComm, 1, datas, sizes, mhandles, request),
+                  t->iflush(recvComm, 1, datas, sizes, mhandles, request),
+                  t->iflush(recvComm, 1, datas, sizes, mhandles, request))
+}
+
 ncclResult_t NetApi::closeSend(void* sendComm) const {
   TH_NET_DISPATCH(t->closeSend(sendComm), t->closeSend(sendComm), t->closeSend(sendComm), t->closeSend(sendComm),
                   t->closeSend(sendComm), t->closeSend(sendComm))

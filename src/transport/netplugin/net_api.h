@@ -51,6 +51,10 @@ class NetApi {
   ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) const;
   ncclResult_t irecv(void* recvComm, void* data, size_t size, int tag, void* mhandle, void** request) const;
   ncclResult_t test(void* request, int* done, size_t* size) const;
+  // Makes a completed receive into GPU memory visible to the GPU (a null request: nothing to wait
+  // for); only when hasIflush().
+  bool hasIflush() const;
+  ncclResult_t iflush(void* recvComm, void* data, int size, void* mhandle, void** request) const;
   ncclResult_t closeSend(void* sendComm) const;
   ncclResult_t closeRecv(void* recvComm) const;
   ncclResult_t closeListen(void* listenComm) const;

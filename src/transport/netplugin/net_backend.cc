@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "device/cuda_driver.h"
 #include "topology/topology.h"
 #include "transport/netplugin/nccl_net_abi.h"
 #include "transport/netplugin/net_device_choice.h"
@@ -83,6 +84,33 @@ NetParams NetPluginBackend::paramsFor(int peer, int channel) const {
   return p;
 }
 
+// GPUDirect RDMA receives for a device FIFO proxy's connection: where the network registers the
+// GPU's memory (within NCCL_NET_GDR_LEVEL: paramsFor's pointer support), payloads land in the
+// FIFO's slots in GPU memory. Flushed as NVIDIA's library does: always where the network's
+// properties or NCCL_NET_FORCE_FLUSH say so, else on GPUs before compute capability 9.0 (whose
+// PCIe writes may pass the CPU's later flag store), and an unknown one counts as such.
+void NetPluginBackend::gdrReceives(NetParams* p) const {
+  const NetApi& api = plugin_->api();
+  if (!netReachesGpu(api, p->ptrSupport, ctx_.gdrDevice)) return;
+  const NetDevice& dev = plugin_->devices()[static_cast<size_t>(device_)];
+  const device::CudaDriver* cuda = device::CudaDriver::get();
+  const int cc = cuda != nullptr ? cuda->computeCapability(ctx_.gdrDevice) : -1;
+  const bool flush = dev.forceFlush || ctx_.config.netForceFlush || cc < 90;
+  if (flush && !api.hasIflush()) {
+    TH_INFO(log::kNet, "%s: receives from rank %d stay in host memory: GPUDirect RDMA receives need a flush here "
+            "and the plugin has no iflush", api.label().c_str(), p->peer);
+    return;
+  }
+  p->gdrRecvDevice = ctx_.gdrDevice;
+  p->gdrFlush = flush;
+  if (!gdrLogged_.exchange(true))
+    TH_INFO(log::kNet, "rank %d: GPUDirect RDMA receives into GPU %d's memory, %s", ctx_.rank, ctx_.gdrDevice,
+            !flush                     ? "not flushed (compute capability 9.0 or later)"
+            : dev.forceFlush           ? "each flushed (the network's properties ask for it)"
+            : ctx_.config.netForceFlush ? "each flushed (NCCL_NET_FORCE_FLUSH=1)"
+                                       : "each flushed (a GPU before compute capability 9.0)");
+}
+
 NetPump* NetPluginBackend::pump() {
   if (pump_ == nullptr) pump_ = std::make_unique<NetPump>(ctx_.wake, ctx_.wakeCtx, choice_.cpus);
   return pump_.get();
@@ -93,6 +121,7 @@ Result<std::unique_ptr<SendConnection>> NetPluginBackend::connectSend(int peer, 
   if (!canConnect(peer)) return internalError("net plugin backend asked to connect rank %d", peer);
   std::lock_guard lock(mu_);
   NetParams p = paramsFor(peer, channel);
+  p.proxied = channel >= ctx_.channels;
   p.failures = ctx_.failures;  // a send may fail on the pump thread after its plan moved on
   if (ctx_.config.netZeroCopy > 0 || (ctx_.config.netZeroCopy < 0 && kind_ == Kind::kIb))
     p.userBuffers = ctx_.userBuffers;
@@ -107,6 +136,8 @@ Result<std::unique_ptr<RecvConnection>> NetPluginBackend::connectRecv(int peer, 
   if (!canConnect(peer)) return internalError("net plugin backend asked to connect rank %d", peer);
   std::lock_guard lock(mu_);
   NetParams p = paramsFor(peer, channel);
+  p.proxied = channel >= ctx_.channels;
+  if (p.proxied && ctx_.gdrDevice >= 0) gdrReceives(&p);
   TH_ASSIGN(NetRecvHandle h, makeNetRecv(plugin_->api(), *ctx_.boot, p, ctx_.abort, counters, pump()));
   entries_.push_back({h.client, peer, channel, true});
   memoryBytes_.fetch_add(static_cast<uint64_t>(p.slots) * (p.slotBytes + sizeof(wire::NetMessageHeader)));

@@ -68,6 +68,7 @@ class NetPluginBackend final : public Backend {
 
  private:
   NetParams paramsFor(int peer, int channel) const;
+  void gdrReceives(NetParams* p) const;  // a proxied receive's GPUDirect RDMA, where the network and GPU allow
   NetPump* pump();
 
   BackendContext ctx_;
@@ -91,6 +92,7 @@ class NetPluginBackend final : public Backend {
   };
   std::vector<Entry> entries_;
   std::atomic<uint64_t> memoryBytes_{0};
+  mutable std::atomic<bool> gdrLogged_{false};
 };
 
 }  // namespace theseus::transport::netplugin

@@ -41,6 +41,24 @@
 // NCCL_PTR_CUDA. A region the plugin refuses is reported as such (WARN), and
 // the proxy then copies its messages to host memory first.
 //
+// GPUDirect RDMA receives (receive regions, transport.h): the device FIFO
+// proxy's receive connection may let payloads land straight in the FIFO's slots
+// in GPU memory. Every message then travels as a pair, as a zero-copy send
+// does — a header alone, then the payload — so the header (tag, size) arrives
+// in host memory where the proxy reads it, and the payload where the proxy
+// offered: the receiver posts header and payload receives alternately, in
+// order, a payload's only once the proxy offered a FIFO slot for it (the slot
+// the kernel released). Where the region was registered (dma-buf, else by
+// address) the payload's irecv names the slot; otherwise its own ring slot,
+// and the proxy copies. The receiver decides at creation (NetParams::
+// gdrRecvDevice: the network's pointer support, the GDR level, the driver)
+// and says so in the handoff (kSplitPayloads), so the sender knows the format
+// before its first message; a proxied send connection therefore takes no
+// message before the handoff arrived. Once a payload's receive completed it
+// is flushed (iflush, tested to completion) before tryPeek returns it, where
+// NCCL's rule asks for it (NetParams::gdrFlush): GPUs before Hopper, a
+// network whose properties force it, NCCL_NET_FORCE_FLUSH=1.
+//
 // Progress: a plugin moves bytes only when called (isend returning "retry",
 // test). The executor drives its connections while it runs; the backend's
 // NetPump thread drives those with work in flight (sends not yet complete,
@@ -78,7 +96,7 @@ namespace theseus::transport::netplugin {
 inline constexpr uint32_t kMaxNetSlots = 8;
 
 namespace wire {
-inline constexpr uint64_t kHandoffMagic = 0x3146464f4e544854ull;  // "THTNOFF1"
+inline constexpr uint64_t kHandoffMagic = 0x3246464f4e544854ull;  // "THTNOFF2"
 inline constexpr uint32_t kMessageMagic = 0x4d534e54u;            // "TNSM"
 inline constexpr uint32_t kDirectMagic = 0x44534e54u;             // "TNSD": the payload is the next message
 
@@ -87,10 +105,14 @@ struct NetHandoff {
   int32_t rank;       // the receiver that listens
   uint32_t channel;
   uint64_t slotBytes; // largest message the receiver posts
+  uint32_t flags;     // kSplitPayloads
+  uint32_t reserved;
   char plugin[64];    // the plugin's name, NUL-terminated
   unsigned char handle[128];
 };
-static_assert(sizeof(NetHandoff) == 216);
+static_assert(sizeof(NetHandoff) == 224);
+// NetHandoff::flags: every message goes as a header, then its payload (GPUDirect RDMA receives).
+inline constexpr uint32_t kSplitPayloads = 1;
 
 struct NetMessageHeader {
   uint32_t magic;
@@ -114,6 +136,13 @@ struct NetParams {
   AsyncFailure* failures = nullptr;  // sends: where a failure goes too (async_failure.h)
   const UserBuffers* userBuffers = nullptr;  // sends: registered buffers sent zero-copy (null: never)
   int ptrSupport = 1;   // the device's NCCL_PTR_* bits (NCCL_PTR_HOST)
+  // The device FIFO proxy's connections (not the host executor's): a send takes no message
+  // before the receiver's handoff said which format it wants.
+  bool proxied = false;
+  // Receives: the CUDA device whose memory payloads may land in (GPUDirect RDMA; -1: host only),
+  // and whether each such payload is flushed (iflush) before it is delivered.
+  int gdrRecvDevice = -1;
+  bool gdrFlush = false;
 };
 
 // What the pump drives.
@@ -173,6 +202,25 @@ class NetEndpoint {
   // Under mu_, once the plugin made `comm`: registers the ring with it and marks the connection up.
   bool registerRing(void* comm, void** mhandle, const char* direction);
 
+  // GPU memory this comm moves bytes from or into directly (GPUDirect RDMA; transport.h's regions).
+  struct Region {
+    char* base = nullptr;
+    size_t bytes = 0;
+    int cudaDev = -1;
+    RegionState state = RegionState::kPending;
+    void* mhandle = nullptr;
+    const char* how = "";
+    bool removed = false;  // receives: no new receive lands in it (deregistered when the comm closes)
+    bool holds(const void* p, size_t n) const {
+      return static_cast<const char*>(p) >= base && static_cast<const char*>(p) + n <= base + bytes;
+    }
+  };
+  // Whether the network could register GPU memory of `cudaDev` (its pointer support and the driver's).
+  bool gpuMemoryUsable(int cudaDev) const;
+  // Under mu_, with the comm: registers `r` through a dma-buf where the device and the driver give
+  // one, else by address; a refusal is final (the caller's bytes then go through host memory).
+  void registerRegion(void* comm, Region& r, const char* direction);
+
   const NetApi& api_;
   NetParams p_;
   RingMemory ring_;
@@ -183,6 +231,10 @@ class NetEndpoint {
   std::atomic<bool> connected_{false};
   std::atomic<bool> failed_{false};
 };
+
+// Whether a network with these NCCL_PTR_* bits can register GPU memory of CUDA device `cudaDev`:
+// by address (NCCL_PTR_CUDA), or through a dma-buf the plugin and the driver support.
+bool netReachesGpu(const NetApi& api, int ptrSupport, int cudaDev);
 
 // The slot ring of a connection with these parameters.
 Result<RingMemory> allocNetRing(const NetParams& params);

@@ -1,7 +1,10 @@
 // NetEndpoint (net_connection.h): what both directions of a net-plugin connection share.
+#include <unistd.h>
+
 #include <string>
 
 #include "common/log.h"
+#include "device/dmabuf.h"
 #include "transport/netplugin/nccl_net_abi.h"
 #include "transport/netplugin/net_connection.h"
 
@@ -30,6 +33,53 @@ bool NetEndpoint::registerRing(void* comm, void** mhandle, const char* direction
   TH_INFO(log::kNet, "rank %d %s rank %d channel %d: connected through %s (device %d)", p_.rank,
           std::string(direction) == "to" ? "->" : "<-", p_.peer, p_.channel, api_.label().c_str(), p_.device);
   return true;
+}
+
+bool netReachesGpu(const NetApi& api, int ptrSupport, int cudaDev) {
+  return (ptrSupport & NCCL_PTR_CUDA) != 0 ||
+         ((ptrSupport & NCCL_PTR_DMABUF) != 0 && api.hasRegMrDmaBuf() && device::DmaBuf::supported(cudaDev));
+}
+
+bool NetEndpoint::gpuMemoryUsable(int cudaDev) const { return netReachesGpu(api_, p_.ptrSupport, cudaDev); }
+
+void NetEndpoint::registerRegion(void* comm, Region& r, const char* direction) {
+  if (r.state != RegionState::kPending) return;
+  std::string why;
+  if ((p_.ptrSupport & NCCL_PTR_DMABUF) != 0 && api_.hasRegMrDmaBuf()) {
+    Result<int> fd = device::DmaBuf::exportRange(r.base, r.bytes, r.cudaDev);
+    if (fd.isOk()) {
+      ncclResult_t rc = api_.regMrDmaBuf(comm, r.base, r.bytes, NCCL_PTR_CUDA, 0, fd.value(), &r.mhandle);
+      close(fd.value());
+      if (rc == ncclSuccess && r.mhandle != nullptr) {
+        r.state = RegionState::kDirect;
+        r.how = "dma-buf";
+      } else {
+        why = "regMrDmaBuf failed (" + std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
+        r.mhandle = nullptr;
+      }
+    } else {
+      why = fd.status().message();
+    }
+  }
+  if (r.state == RegionState::kPending && (p_.ptrSupport & NCCL_PTR_CUDA) != 0) {
+    ncclResult_t rc = api_.regMr(comm, r.base, r.bytes, NCCL_PTR_CUDA, &r.mhandle);
+    if (rc == ncclSuccess && r.mhandle != nullptr) {
+      r.state = RegionState::kDirect;
+      r.how = "address";
+    } else {
+      why += std::string(why.empty() ? "" : "; ") + "regMr of CUDA memory failed (" +
+             std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
+      r.mhandle = nullptr;
+    }
+  }
+  if (r.state == RegionState::kDirect) {
+    TH_INFO(log::kNet | log::kReg, "%s: GPUDirect RDMA %s rank %d channel %d: %zu bytes of GPU memory registered "
+            "(by %s)", api_.label().c_str(), direction, p_.peer, p_.channel, r.bytes, r.how);
+    return;
+  }
+  r.state = RegionState::kRefused;
+  TH_WARN("%s: GPU memory for rank %d channel %d could not be registered (%s); its messages are copied through "
+          "host memory", api_.label().c_str(), p_.peer, p_.channel, why.empty() ? "no way offered" : why.c_str());
 }
 
 Result<RingMemory> allocNetRing(const NetParams& params) {

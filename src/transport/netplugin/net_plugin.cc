@@ -121,6 +121,7 @@ Status NetPlugin::start(const std::string& where, const char* symbol, uint64_t c
     dev.ptrSupport = h->ptrSupport;
     if (version_ >= 9) {
       const auto* v = reinterpret_cast<const ncclNetProperties_v10_t*>(raw);  // v9..v12 agree up to maxCollBytes
+      dev.forceFlush = v->forceFlush != 0;
       dev.speedMbps = v->speed;
       dev.port = v->port;
       dev.latencyUs = v->latency;

@@ -33,6 +33,7 @@ struct NetDevice {
   std::string pciPath;
   uint64_t guid = 0;
   int ptrSupport = 0;      // NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF
+  bool forceFlush = false; // v9 on: receives into GPU memory are always flushed (iflush)
   int speedMbps = -1;      // -1: not read (v6..v8)
   int port = -1;
   float latencyUs = -1;

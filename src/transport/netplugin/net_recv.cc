@@ -21,7 +21,13 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
   ~NetRecvConnection() override {
     pump_->remove(this);
     std::lock_guard lock(mu_);
+    if (split_)
+      TH_INFO(log::kNet, "closing the net-plugin connection from rank %d channel %d after %llu message(s), %llu "
+              "landed in GPU memory, %llu flushed", p_.peer, p_.channel, static_cast<unsigned long long>(next_ / 2),
+              static_cast<unsigned long long>(landedInGpu_), static_cast<unsigned long long>(flushes_));
     if (comm_ != nullptr) {
+      for (const Region& r : regions_)
+        if (r.mhandle != nullptr) api_.deregMr(comm_, r.mhandle);
       if (mhandle_ != nullptr) api_.deregMr(comm_, mhandle_);
       api_.closeRecv(comm_);
     }
@@ -78,6 +84,36 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
     return error_;
   }
 
+  // Receive regions (GPUDirect RDMA; net_connection.h).
+  bool acceptsDeviceMemory(int cudaDev) const override { return split_ && cudaDev == p_.gdrRecvDevice; }
+  void addRegion(void* base, size_t bytes, int cudaDev) override {
+    std::lock_guard lock(mu_);
+    regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
+    if (comm_ != nullptr) registerRegion(comm_, regions_.back(), "from");
+  }
+  RegionState regionState(const void* base) const override {
+    std::lock_guard lock(const_cast<NetRecvConnection*>(this)->mu_);
+    for (const Region& r : regions_)
+      if (r.base == base) return r.state;
+    return RegionState::kRefused;
+  }
+  // A receive posted into it may still complete (the plugin cannot take it back): it lands in
+  // memory the registration keeps, and the registration goes when the comm closes.
+  void removeRegion(void* base) override {
+    std::lock_guard lock(mu_);
+    for (Region& r : regions_)
+      if (r.base == base) r.removed = true;
+  }
+  bool offer(void* dst, size_t capacity) override {
+    if (!split_) return false;
+    std::lock_guard lock(mu_);
+    if (offered_ - next_ / 2 >= kMaxOffers) return false;
+    offers_[offered_ % kMaxOffers] = Offer{static_cast<char*>(dst), capacity};
+    ++offered_;
+    drive();
+    return true;
+  }
+
   bool pump() override {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
@@ -115,6 +151,11 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
       return Parsed::kBad;
     }
     if (!direct) {
+      if (split_) {
+        fail(remoteError("rank %d channel %d: a net-plugin message with its payload inline where this rank asked "
+                         "for them apart (GPUDirect RDMA receives)", p_.peer, p_.channel));
+        return Parsed::kBad;
+      }
       msg_ = {slot + sizeof(h), static_cast<size_t>(h.bytes), h.tag, false};
       entries_ = 1;
       return Parsed::kOk;
@@ -132,7 +173,8 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
                        static_cast<unsigned long long>(h.bytes)));
       return Parsed::kBad;
     }
-    msg_ = {slotAt(want_), payload, h.tag, false};
+    char* landed = landed_[want_ % p_.slots];
+    msg_ = {landed != nullptr ? landed : slotAt(want_), payload, h.tag, false};
     entries_ = 2;
     return Parsed::kOk;
   }
@@ -143,26 +185,68 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
     if (comm_ == nullptr && !accept()) return;
     // A plugin may refuse new receives once the peer closed after its last message; that is
     // an error only when a message beyond those posted is wanted (tryPeek).
+    // Split payloads (GPUDirect RDMA receives): even entries are headers, odd ones payloads, each
+    // posted once a destination was offered for it.
     while (posted_ < next_ + p_.slots && postError_.isOk()) {
+      const uint32_t e = static_cast<uint32_t>(posted_ % p_.slots);
+      char* dst = slotAt(posted_);
+      size_t size = stride();
+      void* mh = mhandle_;
+      landed_[e] = nullptr;
+      if (split_ && posted_ % 2 == 0) {
+        size = sizeof(wire::NetMessageHeader);
+      } else if (split_) {
+        if (posted_ / 2 >= offered_) break;  // no FIFO slot offered for this payload yet
+        const Offer& o = offers_[(posted_ / 2) % kMaxOffers];
+        for (const Region& r : regions_) {
+          if (r.state != RegionState::kDirect || r.removed || !r.holds(o.dst, o.capacity)) continue;
+          dst = o.dst;
+          size = o.capacity;
+          mh = r.mhandle;
+          landed_[e] = o.dst;
+          break;
+        }
+      }
       void* request = nullptr;
-      ncclResult_t r = api_.irecv(comm_, slotAt(posted_), stride(), 0, mhandle_, &request);
+      ncclResult_t r = api_.irecv(comm_, dst, size, 0, mh, &request);
       if (r != ncclSuccess) {
         postError_ = pluginError("irecv", "from", r);
         break;
       }
       if (request == nullptr) break;
-      requests_[posted_ % p_.slots] = request;
+      requests_[e] = request;
       ++posted_;
     }
     // Only up to the entry wanted next: one posted further ahead may fail when the peer
     // closed after its last message, which is no error while nothing needs that message.
     while (arrived_ <= want_ && arrived_ < posted_) {
-      int finished = 0;
-      size_t size = 0;
-      ncclResult_t r = api_.test(requests_[arrived_ % p_.slots], &finished, &size);
-      if (r != ncclSuccess) return fail(pluginError("test (receive)", "from", r));
-      if (!finished) break;
-      sizes_[arrived_ % p_.slots] = size;
+      const uint32_t e = static_cast<uint32_t>(arrived_ % p_.slots);
+      if (flush_ == nullptr) {
+        int finished = 0;
+        size_t size = 0;
+        ncclResult_t r = api_.test(requests_[e], &finished, &size);
+        if (r != ncclSuccess) return fail(pluginError("test (receive)", "from", r));
+        if (!finished) break;
+        sizes_[e] = size;
+        if (landed_[e] != nullptr) ++landedInGpu_;
+        // A payload the network wrote into GPU memory is made visible to the GPU before the proxy
+        // publishes it (NetParams::gdrFlush).
+        if (landed_[e] != nullptr && p_.gdrFlush && size > 0) {
+          void* mh = nullptr;
+          for (const Region& g : regions_)
+            if (g.holds(landed_[e], size)) mh = g.mhandle;
+          r = api_.iflush(comm_, landed_[e], static_cast<int>(size), mh, &flush_);
+          if (r != ncclSuccess) return fail(pluginError("iflush", "from", r));
+          if (flush_ != nullptr) ++flushes_;  // none: the network needs no flush here
+        }
+      }
+      if (flush_ != nullptr) {
+        int finished = 0;
+        ncclResult_t r = api_.test(flush_, &finished, nullptr);
+        if (r != ncclSuccess) return fail(pluginError("test (flush)", "from", r));
+        if (!finished) break;
+        flush_ = nullptr;
+      }
       ++arrived_;
     }
   }
@@ -176,10 +260,26 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
     if (comm_ == nullptr) return false;  // the peer has not connected yet (it may come much later)
     api_.closeListen(listen_);
     listen_ = nullptr;
-    return registerRing(comm_, &mhandle_, "from");
+    if (!registerRing(comm_, &mhandle_, "from")) return false;
+    for (Region& r : regions_) registerRegion(comm_, r, "from");
+    return true;
   }
 
+  struct Offer {
+    char* dst = nullptr;
+    size_t capacity = 0;
+  };
+  static constexpr uint64_t kMaxOffers = 64;
+
   void* listen_;
+  const bool split_ = p_.gdrRecvDevice >= 0;  // payloads apart from their headers (GPUDirect RDMA)
+  std::vector<Region> regions_;                // under mu_
+  Offer offers_[kMaxOffers];                   // under mu_: message k's destination at k % kMaxOffers
+  uint64_t offered_ = 0;                       // messages offered a destination
+  char* landed_[kMaxNetSlots] = {};            // a posted payload's destination in GPU memory (null: its slot)
+  void* flush_ = nullptr;                      // the flush of the entry at arrived_, in flight
+  uint64_t landedInGpu_ = 0;
+  uint64_t flushes_ = 0;
 
   void* comm_ = nullptr;
   void* mhandle_ = nullptr;
@@ -205,6 +305,7 @@ Status handOff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& api
   h.rank = p.rank;
   h.channel = static_cast<uint32_t>(p.channel);
   h.slotBytes = p.slotBytes;
+  h.flags = p.gdrRecvDevice >= 0 ? wire::kSplitPayloads : 0;
   std::snprintf(h.plugin, sizeof(h.plugin), "%s", api.name().c_str());
   std::memcpy(h.handle, handle, sizeof(h.handle));
   TH_ASSIGN(int fd, boot.connectTo(p.peer, netTag(p.channel), Deadline::afterMs(p.timeoutMs)));

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "device/dmabuf.h"
 #include "transport/netplugin/nccl_net_abi.h"
 #include "transport/netplugin/net_connection.h"
 #include "transport/peer_accept.h"
@@ -33,6 +32,7 @@ Status checkHandoff(const wire::NetHandoff& h, const NetParams& p, const NetApi&
   if (h.magic != wire::kHandoffMagic) why = "not a Theseus net-plugin handoff (bad magic)";
   else if (h.rank != p.peer || h.channel != static_cast<uint32_t>(p.channel)) why = "for another rank or channel";
   else if (h.slotBytes < p.slotBytes) why = "its receive slots are smaller than this rank's send slots";
+  else if ((h.flags & wire::kSplitPayloads) != 0 && !p.proxied) why = "split payloads on a host executor's channel";
   if (why != nullptr) return remoteError("rank %d channel %d: bad net-plugin handoff: %s", p.peer, p.channel, why);
   std::string theirs(h.plugin, strnlen(h.plugin, sizeof(h.plugin)));
   if (theirs != api.name())
@@ -56,15 +56,6 @@ void claimHandoff(bootstrap::Bootstrap& boot, const NetParams& p, const NetApi& 
 }
 
 class NetSendConnection final : public SendConnection, public NetPumpClient, private NetEndpoint {
-  struct Region {  // a send region (GPU memory) and its registration on this comm
-    char* base = nullptr;
-    size_t bytes = 0;
-    int cudaDev = -1;
-    RegionState state = RegionState::kPending;
-    void* mhandle = nullptr;
-    const char* how = "";
-  };
-
  public:
   NetSendConnection(const NetApi& api, bootstrap::Bootstrap& boot, const NetParams& p, RingMemory ring,
                     const AbortFlag* abort, ConnectionCounters* counters, NetPump* pump)
@@ -102,11 +93,19 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
   size_t slotBytes() const override { return p_.slotBytes; }
 
   bool tryAcquire(SendSlot* slot) override {
+    // The device FIFO proxy's connection takes its first message once the receiver's handoff said
+    // which format it wants (net_connection.h: GPUDirect RDMA receives).
+    if (p_.proxied && !formatKnown_) {
+      if (!wait_->done.load(std::memory_order_acquire)) return false;
+      split_ = wait_->status.isOk() && (wait_->handoff.flags & wire::kSplitPayloads) != 0;
+      formatKnown_ = true;
+    }
     uint64_t next = committed_.load(std::memory_order_relaxed);  // only this thread commits
-    if (next - completed_.load(std::memory_order_acquire) >= p_.slots) {
+    const uint64_t entries = split_ ? 2 : 1;
+    if (next + entries - completed_.load(std::memory_order_acquire) > p_.slots) {
       std::lock_guard lock(mu_);
       drive();
-      if (next - completed_.load(std::memory_order_relaxed) >= p_.slots) return false;
+      if (next + entries - completed_.load(std::memory_order_relaxed) > p_.slots) return false;
     }
     acquired_ = true;
     slot->data = slotAt(next) + sizeof(wire::NetMessageHeader);
@@ -122,8 +121,15 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       return 0;
     }
     acquired_ = false;
-    wire::NetMessageHeader h{wire::kMessageMagic, tag, bytes};
     const uint64_t n = committed_.load(std::memory_order_relaxed);
+    if (split_) {  // the receiver lands payloads apart: the header, then the payload from this slot
+      wire::NetMessageHeader h{wire::kDirectMagic, tag, bytes};
+      std::memcpy(slotAt(n), &h, sizeof(h));
+      setEntry(n, nullptr, sizeof(h), nullptr);
+      setEntry(n + 1, slotAt(n) + sizeof(h), bytes, nullptr);
+      return publish(lock, n, n + 2, bytes);
+    }
+    wire::NetMessageHeader h{wire::kMessageMagic, tag, bytes};
     std::memcpy(slotAt(n), &h, sizeof(h));
     setEntry(n, nullptr, sizeof(h) + bytes, nullptr);
     return publish(lock, n, n + 1, bytes);
@@ -186,14 +192,13 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
 
   // Send regions (GPUDirect RDMA; net_connection.h).
   bool acceptsDeviceMemory(int cudaDev) const override {
-    return (p_.ptrSupport & NCCL_PTR_CUDA) != 0 ||
-           ((p_.ptrSupport & NCCL_PTR_DMABUF) != 0 && api_.hasRegMrDmaBuf() && device::DmaBuf::supported(cudaDev));
+    return gpuMemoryUsable(cudaDev);
   }
   void addRegion(void* base, size_t bytes, int cudaDev) override {
     std::lock_guard lock(mu_);
     regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
     hasRegions_.store(true, std::memory_order_release);
-    if (comm_ != nullptr) registerRegion(regions_.back());
+    if (comm_ != nullptr) registerRegion(comm_, regions_.back(), "to");
   }
   RegionState regionState(const void* base) const override {
     std::lock_guard lock(const_cast<NetSendConnection*>(this)->mu_);
@@ -326,50 +331,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
       return false;
     }
     if (!registerRing(comm_, &mhandle_, "to")) return false;
-    for (Region& r : regions_) registerRegion(r);
+    for (Region& r : regions_) registerRegion(comm_, r, "to");
     return true;
-  }
-
-  // Under mu_, with the comm: registers a send region of GPU memory, through a dma-buf where the
-  // device and the driver give one, else by address; a refusal is final (the proxy copies then).
-  void registerRegion(Region& r) {
-    if (r.state != RegionState::kPending) return;
-    std::string why;
-    if ((p_.ptrSupport & NCCL_PTR_DMABUF) != 0 && api_.hasRegMrDmaBuf()) {
-      Result<int> fd = device::DmaBuf::exportRange(r.base, r.bytes, r.cudaDev);
-      if (fd.isOk()) {
-        ncclResult_t rc = api_.regMrDmaBuf(comm_, r.base, r.bytes, NCCL_PTR_CUDA, 0, fd.value(), &r.mhandle);
-        close(fd.value());
-        if (rc == ncclSuccess && r.mhandle != nullptr) {
-          r.state = RegionState::kDirect;
-          r.how = "dma-buf";
-        } else {
-          why = "regMrDmaBuf failed (" + std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
-          r.mhandle = nullptr;
-        }
-      } else {
-        why = fd.status().message();
-      }
-    }
-    if (r.state == RegionState::kPending && (p_.ptrSupport & NCCL_PTR_CUDA) != 0) {
-      ncclResult_t rc = api_.regMr(comm_, r.base, r.bytes, NCCL_PTR_CUDA, &r.mhandle);
-      if (rc == ncclSuccess && r.mhandle != nullptr) {
-        r.state = RegionState::kDirect;
-        r.how = "address";
-      } else {
-        why += std::string(why.empty() ? "" : "; ") + "regMr of CUDA memory failed (" +
-               std::to_string(static_cast<int>(rc)) + ")" + api_.detail();
-        r.mhandle = nullptr;
-      }
-    }
-    if (r.state == RegionState::kDirect) {
-      TH_INFO(log::kNet | log::kReg, "%s: GPUDirect RDMA to rank %d channel %d: %zu bytes of GPU memory registered "
-              "(by %s)", api_.label().c_str(), p_.peer, p_.channel, r.bytes, r.how);
-      return;
-    }
-    r.state = RegionState::kRefused;
-    TH_WARN("%s: GPU memory for rank %d channel %d could not be registered (%s); its messages are copied through "
-            "host memory", api_.label().c_str(), p_.peer, p_.channel, why.empty() ? "no way offered" : why.c_str());
   }
 
   // Sends what is committed before the comm closes (a collective completes once its
@@ -399,6 +362,8 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
   bool connecting_ = false;
   Deadline connectDeadline_;
   bool acquired_ = false;
+  bool formatKnown_ = false;  // committing thread: the handoff's format is known (proxied connections)
+  bool split_ = false;        // every message as a header, then its payload (kSplitPayloads)
   std::atomic<uint64_t> committed_{0};  // written under mu_; read by wantsPump()
   uint64_t posted_ = 0;
   std::atomic<uint64_t> completed_{0};
