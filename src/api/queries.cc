@@ -11,6 +11,15 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
     TH_ASSIGN(c, comm::fromHandle(comm));
     if (asyncError == nullptr) return theseus::invalidArgument("asyncError is NULL");
     *asyncError = c->asyncError();
+    // A connection that failed with nothing waiting on the host (a proxied device FIFO's network,
+    // transport/async_failure.h): NVIDIA's library reports its network failures here too.
+    if ((*asyncError == ncclSuccess || *asyncError == ncclInProgress) && c->transports() != nullptr) {
+      if (theseus::Status s = c->transports()->asyncFailure(); !s.isOk()) {
+        theseus::log::setLastError(s.message());
+        *asyncError = s.code();
+        return theseus::Status::ok();
+      }
+    }
     // Why, for ncclGetLastError (the error may have come from another thread, or from a peer
     // that died while this rank was idle).
     if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) theseus::log::setLastError(c->asyncErrorMessage());

@@ -47,6 +47,11 @@ Status Engine::startEpochs() {
         comm_.abortFlag().notePeerFailure();  // kernels waiting on the GPU learn it too
       },
       bootstrap::Bootstrap::FailureListener::kCommunicator);
+  // A connection that failed with nothing waiting on the host (a proxied device FIFO's network):
+  // kernels waiting for it stop once idle, and their operation fails with that failure
+  // (TransportManager::asyncFailure). The host engine's waits find it in health().
+  if (comm_.transports() != nullptr)
+    comm_.transports()->setAsyncFailureListener([this](const Status&) { comm_.abortFlag().notePeerFailure(); });
   // A peer that left cleanly (destroyed its communicator or exited) sends nothing more either.
   o.bootstrap->setPeerDepartureCallback([this](int) { comm_.abortFlag().notePeerFailure(); });
   // THESEUS_SCHEDULES is loaded now, so its errors are reported even when no policy names a user schedule.

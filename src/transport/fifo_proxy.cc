@@ -167,11 +167,14 @@ Status FifoProxy::failure() const {
 }
 
 void FifoProxy::fail(Status s) {
-  std::lock_guard lock(failMu_);
-  if (!failure_.isOk()) return;
-  TH_WARN("device FIFO proxy: %s", s.message().c_str());
-  failure_ = std::move(s);
-  failed_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(failMu_);
+    if (!failure_.isOk()) return;
+    TH_WARN("device FIFO proxy: %s", s.message().c_str());
+    failure_ = s;
+    failed_.store(true, std::memory_order_release);
+  }
+  if (sink_ != nullptr) sink_->report(s);
 }
 
 // Payload slots in GPU memory for a FIFO whose network reads or writes GPU memory (the

@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/async_failure.h"
 #include "transport/fifo_layout.h"
 #include "transport/socket/socket_io.h"
 #include "transport/transport.h"
@@ -90,6 +91,9 @@ class FifoProxy {
   // (GPUDirect RDMA), -1 for none.
   FifoProxy(SendFor sendFor, RecvFor recvFor, uint32_t slots, uint64_t slotBytes, int gdrSendDevice = -1,
             int gdrRecvDevice = -1);
+  // Where the first failure goes as well (the communicator's asynchronous error: kernels waiting
+  // for a proxied FIFO learn of it through the abort flag's mirror); set before the first fifo().
+  void setFailureSink(AsyncFailure* sink) { sink_ = sink; }
   ~FifoProxy();
   FifoProxy(const FifoProxy&) = delete;
   FifoProxy& operator=(const FifoProxy&) = delete;
@@ -118,6 +122,7 @@ class FifoProxy {
   int gdrRecvDevice_;
   mutable std::mutex mu_;             // bridges_ (the thread holds it for a pass)
   std::vector<std::unique_ptr<Bridge>> bridges_;
+  AsyncFailure* sink_ = nullptr;
   mutable std::mutex failMu_;         // failure_
   Status failure_;
   std::atomic<bool> failed_{false};

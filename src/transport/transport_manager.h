@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -99,6 +100,8 @@ class TransportManager {
   // The first failure of a connection that no operation was waiting on (transport/async_failure.h);
   // ok while there is none. Cheap: the engine asks on every idle millisecond of a wait.
   virtual Status asyncFailure() const { return Status::ok(); }
+  // Who learns of that failure as it happens (once; set before the first connection is made).
+  virtual void setAsyncFailureListener(std::function<void(const Status&)> fn) { (void)fn; }
 
   // The policy's NIC choice for this rank (Backend::setNicMove), passed to every backend.
   virtual void setNicMove(int move) { (void)move; }

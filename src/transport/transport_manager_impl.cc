@@ -329,6 +329,7 @@ Result<DeviceFifo> TransportManagerImpl::deviceFifo(int peer, int channel, bool 
           [this, base](int p, int c) { return createRecv(p, base + c); }, config_.shmSlots, config_.shmSlotBytes,
           options_.deviceFifoSlotsOnGpu && config_.netGdrRead ? options_.cudaDev : -1,
           options_.deviceFifoSlotsOnGpu ? options_.cudaDev : -1);
+      proxy_->setFailureSink(&failures_);
     }
     proxy = proxy_.get();
   }

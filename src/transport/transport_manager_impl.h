@@ -58,6 +58,7 @@ class TransportManagerImpl final : public TransportManager {
 
   // Failures nothing waits on: the pump threads' sends, and the device FIFO proxy's.
   Status asyncFailure() const override;
+  void setAsyncFailureListener(std::function<void(const Status&)> fn) override { failures_.setListener(std::move(fn)); }
 
  private:
   Status checkEndpoint(int peer, int channel) const;

@@ -3,6 +3,7 @@
 // the results checked on the host. Every rank process uses GPU 0 (one GPU is
 // enough: each process has its own context).
 #include <cuda_runtime.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "mp_test.h"
+#include "test_files.h"
 #include "theseus/theseus.h"
 
 namespace {
@@ -954,6 +956,27 @@ THESEUS_RANK_FN(gdr_fifos) {
     CUDA_OK(cudaMemcpy(src, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
     RANK_NCCL(ncclAllReduce(src, dst, count, ncclFloat, ncclSum, comm, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
+    if (const char* failure = getenv("THESEUS_TEST_EXPECT_FAILURE")) {
+      // A failure of the network under the kernel: the kernel stops (it does not hang), and the
+      // communicator's asynchronous error says why.
+      ncclResult_t async = ncclSuccess;
+      for (int i = 0; i < 1000 && async == ncclSuccess; ++i) {
+        RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+        if (async == ncclSuccess) usleep(10000);
+      }
+      RANK_CHECK(async != ncclSuccess && async != ncclInProgress);
+      // Its own failure, or (a rank whose data never came, as its peer stopped) the peer's.
+      const std::string why = ncclGetLastError(comm);
+      const bool named = why.find(failure) != std::string::npos || why.find("failed first") != std::string::npos;
+      if (!named) fprintf(stderr, "[rank %d] async error: %s\n", ctx.rank, why.c_str());
+      RANK_CHECK(named);
+      usleep(1000000);  // every rank whose flush failed sees it before a peer's abort could come first
+      RANK_NCCL(ncclCommAbort(comm));
+      CUDA_OK(cudaFree(src));
+      CUDA_OK(cudaFree(dst));
+      CUDA_OK(cudaStreamDestroy(stream));
+      return 0;
+    }
     CUDA_OK(cudaMemcpy(got.data(), dst, count * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < count; ++i) {
       double want = 0;
@@ -1046,6 +1069,10 @@ TEST(GpuCudaExecutor, ProxiedFifosUseGpuMemoryThroughGpuDirectRdma) {
        landedAndFlushed + "each flushed (a GPU before compute capability 9.0)|GPUDirect RDMA from rank", ""},
       {"an sm_80 GPU with NCCL_GDR_FLUSH_DISABLE=1", {{"THESEUS_FAKE_CUDA_CC", "80"}, {"NCCL_GDR_FLUSH_DISABLE", "1"}},
        std::string(kLanded) + "|each flushed (a GPU before compute capability 9.0)", kFlushed},
+      {"flushes that fail (the kernel stops, the asynchronous error says why)",
+       {{"THESEUS_FAKE_CUDA_CC", "80"}, {"THESEUS_FAKE_IBV_FAULT", "read_fail"},
+        {"THESEUS_TEST_EXPECT_FAILURE", "flush"}},
+       "", ""},
   };
   for (const Case& c : cases) {
     auto o = base;
@@ -1055,6 +1082,15 @@ TEST(GpuCudaExecutor, ProxiedFifosUseGpuMemoryThroughGpuDirectRdma) {
     for (int n : {2, 3}) {
       auto r = theseus::test::runRanks("gdr_fifos", n, o);
       EXPECT_TRUE(r.allOk()) << c.what << ", " << n << " ranks: " << r.describe();
+      if (o.env.count("THESEUS_TEST_EXPECT_FAILURE") == 0) continue;
+      // Some rank's log names the failed flush (no earlier case's can: none failed).
+      std::string logs;
+      if (DIR* d = opendir(dir)) {
+        while (dirent* e = readdir(d))
+          if (strncmp(e->d_name, "log.", 4) == 0) logs += theseus::test::readFile(std::string(dir) + "/" + e->d_name);
+        closedir(d);
+      }
+      EXPECT_NE(logs.find("test (flush) from rank"), std::string::npos) << c.what << ", " << n << " ranks";
     }
   }
   std::string rm = std::string("rm -rf ") + dir;

@@ -78,6 +78,8 @@ FaultConfig parseFaults(const char* text) {
       f.noDmaBuf = true;
     } else if (key == "dmabuf_fail" && eq == std::string::npos) {
       f.dmaBufFail = true;
+    } else if (key == "read_fail" && eq == std::string::npos) {
+      f.readFail = true;
     } else if (key == "qp_error_after" && parseUnsigned(value, &n) && n > 0) {
       f.qpErrorAfter = n;
     } else if (key == "rem_access_after" && parseUnsigned(value, &n) && n > 0) {

@@ -44,6 +44,7 @@ struct DeviceConfig {
 struct FaultConfig {
   uint64_t qpErrorAfter = 0;    // the Nth send WR posted completes with IBV_WC_GENERAL_ERR
   uint64_t remAccessAfter = 0;  // the Nth RDMA write/read posted carries a wrong rkey
+  bool readFail = false;        // every RDMA read posted carries a wrong rkey (remote access error)
   uint64_t cqOverrunAfter = 0;  // the CQ receiving the Nth completion overruns
   bool regMrFail = false;       // every ibv_reg_mr fails with ENOMEM
   bool noDmaBuf = false;        // the provider has no dma-buf support: ibv_reg_dmabuf_mr fails with EOPNOTSUPP

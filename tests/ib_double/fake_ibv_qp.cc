@@ -232,6 +232,7 @@ int makeSendWqe(State& s, FakeQp* qp, const ibv_send_wr* wr, SendWqe* w) {
   // Faults count every WR the process posts successfully (README.md).
   if (++s.sendWrCount == s.cfg.faults.qpErrorAfter) w->injectError = true;
   if (rdma && ++s.rdmaWrCount == s.cfg.faults.remAccessAfter) w->rkey = kBadRkey;
+  if (wr->opcode == IBV_WR_RDMA_READ && s.cfg.faults.readFail) w->rkey = kBadRkey;
   return 0;
 }
 

@@ -306,6 +306,10 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
     if (r.state == 1) continue;
     const Plan& p = *slot.lanePlans[l][std::min<size_t>(r.failedPlan, slot.lanePlans[l].size() - 1)];
     Status s = laneFailure(r.state, p.describe(), p.rank);
+    // Stopped for a failure of a connection it needed (a proxied FIFO's network): that failure.
+    if (r.state == 5 && p.transports != nullptr) {
+      if (Status a = p.transports->asyncFailure(); !a.isOk()) s = a.withContext(p.describe());
+    }
     if (p.abort != nullptr) {
       auto it = comms_.find(p.abort);
       if (it != comms_.end() && it->second.failure.isOk()) it->second.failure = s;

@@ -103,6 +103,7 @@ void NetPluginBackend::gdrReceives(NetParams* p) const {
   }
   p->gdrRecvDevice = ctx_.gdrDevice;
   p->gdrFlush = flush;
+  p->gdrFailures = ctx_.failures;
   if (!gdrLogged_.exchange(true))
     TH_INFO(log::kNet, "rank %d: GPUDirect RDMA receives into GPU %d's memory, %s", ctx_.rank, ctx_.gdrDevice,
             !flush                     ? "not flushed (compute capability 9.0 or later)"

@@ -143,6 +143,9 @@ struct NetParams {
   // and whether each such payload is flushed (iflush) before it is delivered.
   int gdrRecvDevice = -1;
   bool gdrFlush = false;
+  // Receives into GPU memory: where a failure that is no goodbye goes (a flush that failed, a
+  // payload lost after its header came), so the device executor's health check sees it.
+  AsyncFailure* gdrFailures = nullptr;
 };
 
 // What the pump drives.

@@ -225,7 +225,10 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
         int finished = 0;
         size_t size = 0;
         ncclResult_t r = api_.test(requests_[e], &finished, &size);
-        if (r != ncclSuccess) return fail(pluginError("test (receive)", "from", r));
+        // A payload that fails after its header came is no goodbye: the peer was sending it.
+        if (r != ncclSuccess)
+          return split_ && arrived_ % 2 == 1 ? fatal(pluginError("test (receive)", "from", r))
+                                             : fail(pluginError("test (receive)", "from", r));
         if (!finished) break;
         sizes_[e] = size;
         if (landed_[e] != nullptr) ++landedInGpu_;
@@ -236,19 +239,27 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
           for (const Region& g : regions_)
             if (g.holds(landed_[e], size)) mh = g.mhandle;
           r = api_.iflush(comm_, landed_[e], static_cast<int>(size), mh, &flush_);
-          if (r != ncclSuccess) return fail(pluginError("iflush", "from", r));
+          if (r != ncclSuccess) return fatal(pluginError("iflush", "from", r));
           if (flush_ != nullptr) ++flushes_;  // none: the network needs no flush here
         }
       }
       if (flush_ != nullptr) {
         int finished = 0;
         ncclResult_t r = api_.test(flush_, &finished, nullptr);
-        if (r != ncclSuccess) return fail(pluginError("test (flush)", "from", r));
+        if (r != ncclSuccess) return fatal(pluginError("test (flush)", "from", r));
         if (!finished) break;
         flush_ = nullptr;
       }
       ++arrived_;
     }
+  }
+
+  // Under mu_: a failure of a receive into GPU memory that is not the peer's goodbye (which a
+  // receive connection's errors may be, net_connection.h): also the communicator's asynchronous
+  // error, or the kernel waiting for the message would only learn of it from its peers.
+  void fatal(Status s) {
+    fail(std::move(s));
+    if (p_.gdrFailures != nullptr) p_.gdrFailures->report(error_);
   }
 
   bool accept() {
