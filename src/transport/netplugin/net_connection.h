@@ -223,6 +223,10 @@ class NetEndpoint {
   // Under mu_, with the comm: registers `r` through a dma-buf where the device and the driver give
   // one, else by address; a refusal is final (the caller's bytes then go through host memory).
   void registerRegion(void* comm, Region& r, const char* direction);
+  // Under mu_: adds a region (registered now when `comm` exists, else by registerRegion at set-up).
+  void addRegionLocked(void* comm, void* base, size_t bytes, int cudaDev, const char* direction);
+  // Takes mu_: the state of the region at `base` (kRefused: no such region).
+  RegionState regionStateOf(const void* base);
 
   const NetApi& api_;
   NetParams p_;
@@ -233,6 +237,7 @@ class NetEndpoint {
   Status error_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> failed_{false};
+  std::vector<Region> regions_;  // under mu_
 };
 
 // Whether a network with these NCCL_PTR_* bits can register GPU memory of CUDA device `cudaDev`:

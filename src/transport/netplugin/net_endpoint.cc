@@ -82,6 +82,18 @@ void NetEndpoint::registerRegion(void* comm, Region& r, const char* direction) {
           "host memory", api_.label().c_str(), p_.peer, p_.channel, why.empty() ? "no way offered" : why.c_str());
 }
 
+void NetEndpoint::addRegionLocked(void* comm, void* base, size_t bytes, int cudaDev, const char* direction) {
+  regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
+  if (comm != nullptr) registerRegion(comm, regions_.back(), direction);
+}
+
+RegionState NetEndpoint::regionStateOf(const void* base) {
+  std::lock_guard lock(mu_);
+  for (const Region& r : regions_)
+    if (r.base == base) return r.state;
+  return RegionState::kRefused;
+}
+
 Result<RingMemory> allocNetRing(const NetParams& params) {
   return allocRing(static_cast<size_t>(params.slots) * (params.slotBytes + sizeof(wire::NetMessageHeader)));
 }

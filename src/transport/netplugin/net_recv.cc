@@ -88,14 +88,10 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
   bool acceptsDeviceMemory(int cudaDev) const override { return split_ && cudaDev == p_.gdrRecvDevice; }
   void addRegion(void* base, size_t bytes, int cudaDev) override {
     std::lock_guard lock(mu_);
-    regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
-    if (comm_ != nullptr) registerRegion(comm_, regions_.back(), "from");
+    addRegionLocked(comm_, base, bytes, cudaDev, "from");
   }
   RegionState regionState(const void* base) const override {
-    std::lock_guard lock(const_cast<NetRecvConnection*>(this)->mu_);
-    for (const Region& r : regions_)
-      if (r.base == base) return r.state;
-    return RegionState::kRefused;
+    return const_cast<NetRecvConnection*>(this)->regionStateOf(base);
   }
   // A receive posted into it may still complete (the plugin cannot take it back): it lands in
   // memory the registration keeps, and the registration goes when the comm closes.
@@ -284,7 +280,6 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
 
   void* listen_;
   const bool split_ = p_.gdrRecvDevice >= 0;  // payloads apart from their headers (GPUDirect RDMA)
-  std::vector<Region> regions_;                // under mu_
   Offer offers_[kMaxOffers];                   // under mu_: message k's destination at k % kMaxOffers
   uint64_t offered_ = 0;                       // messages offered a destination
   char* landed_[kMaxNetSlots] = {};            // a posted payload's destination in GPU memory (null: its slot)

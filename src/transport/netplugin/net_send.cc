@@ -196,15 +196,11 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
   }
   void addRegion(void* base, size_t bytes, int cudaDev) override {
     std::lock_guard lock(mu_);
-    regions_.push_back(Region{static_cast<char*>(base), bytes, cudaDev});
+    addRegionLocked(comm_, base, bytes, cudaDev, "to");
     hasRegions_.store(true, std::memory_order_release);
-    if (comm_ != nullptr) registerRegion(comm_, regions_.back(), "to");
   }
   RegionState regionState(const void* base) const override {
-    std::lock_guard lock(const_cast<NetSendConnection*>(this)->mu_);
-    for (const Region& r : regions_)
-      if (r.base == base) return r.state;
-    return RegionState::kRefused;
+    return const_cast<NetSendConnection*>(this)->regionStateOf(base);
   }
   void removeRegion(void* base) override {
     std::unique_lock lock(mu_);
@@ -377,7 +373,6 @@ class NetSendConnection final : public SendConnection, public NetPumpClient, pri
     void* mhandle;  // null: the plugin refused the buffer
   };
   std::vector<UserMr> userMrs_;
-  std::vector<Region> regions_;  // under mu_
   std::atomic<bool> hasRegions_{false};
   void* directMh_ = nullptr;  // canSendDirect's answer, for the commitDirect that follows
 };
