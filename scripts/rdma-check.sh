@@ -9,10 +9,11 @@
 #   4. next to it, ib_write_bw (perftest) on the same port for 1 GiB messages when it is installed: the
 #      issue's target is >= 90% of it for the harness's largest sends;
 #   5. with RDMA_HOSTS=host1,host2 (ssh without a password, this tree at the same path): mpirun across them;
-#   6. with two or more GPUs (the build then includes CUDA): GPUDirect RDMA sends (docs/cuda-executor.md) —
-#      the CUDA executor on 2 ranks, one GPU each, that count as two hosts (NCCL_HOSTID), so their device
-#      FIFOs go through the proxy over the HCA, with NCCL_NET_GDR_READ=1 and 0 side by side, and the lines
-#      saying which way the FIFOs went.
+#   6. with two or more GPUs (the build then includes CUDA): GPUDirect RDMA sends and receives
+#      (docs/cuda-executor.md) — the CUDA executor on 2 ranks, one GPU each, that count as two hosts
+#      (NCCL_HOSTID), so their device FIFOs go through the proxy over the HCA: both directions in GPU
+#      memory, receives only, none, and every receive flushed side by side, and the lines saying which
+#      way the FIFOs went.
 # Every phase is time-boxed; a summary line per phase ends the output. Output also goes to $OUT/ when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,14 +74,20 @@ if [[ -n ${RDMA_HOSTS:-} ]] && command -v mpirun > /dev/null; then
     "$BUILD/bin/all_reduce_perf" -b 8 -e 1G -f 4 -c 1
 fi
 
-# GPUDirect RDMA sends: two ranks, one GPU each, two hosts to Theseus, every device FIFO over the HCA.
+# GPUDirect RDMA: two ranks, one GPU each, two hosts to Theseus, every device FIFO over the HCA. Four
+# configurations side by side: both directions in GPU memory (the default), receives only
+# (NCCL_NET_GDR_READ=0), none (NCCL_NET_GDR_LEVEL=LOC: the host-staged baseline), and every receive
+# flushed (NCCL_NET_FORCE_FLUSH=1: what a GPU before Hopper costs).
 if [[ $GPUS -ge 2 ]]; then
-  for gdr in 1 0; do
-    phase "gdr-read-$gdr" 600 "$RUN" -np 2 -x THESEUS_DEVICE_EXECUTOR=cuda -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB \
-      -x NCCL_NET_GDR_READ=$gdr -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET,REG -- \
+  for cfg in default NCCL_NET_GDR_READ=0 NCCL_NET_GDR_LEVEL=LOC NCCL_NET_FORCE_FLUSH=1; do
+    env=()
+    [[ $cfg != default ]] && env=(-x "$cfg")
+    phase "gdr-$cfg" 600 "$RUN" -np 2 -x THESEUS_DEVICE_EXECUTOR=cuda -x NCCL_SHM_DISABLE=1 -x NCCL_NET=IB \
+      "${env[@]}" -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET,REG -- \
       bash -c 'NCCL_HOSTID=gdr-host-$THESEUS_RANK CUDA_VISIBLE_DEVICES=$THESEUS_RANK exec "$0" "$@"' \
       "$BUILD/bin/all_reduce_perf" -b 8 -e 1G -f 4 -c 1
-    grep -hE "GPUDirect RDMA|through a proxy|no GPUDirect" "$LOG_DIR/gdr-read-$gdr.log" | sort | uniq -c | head -8
+    grep -hE "GPUDirect RDMA|through a proxy|no GPUDirect|landed in GPU memory" "$LOG_DIR/gdr-$cfg.log" |
+      sed -E 's/[0-9]+ message/N message/; s/[0-9]+ landed/N landed/; s/[0-9]+ flushed/N flushed/' | sort | uniq -c | head -12
   done
 else
   echo "=== GPUDirect RDMA: skipped ($GPUS GPU(s); two are needed, one per rank)"
