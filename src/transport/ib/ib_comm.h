@@ -280,7 +280,7 @@ class IbComm {
   IbRequest* bySlot_[kFifoDepth] = {};
   // Receiver, GPUDirect RDMA: iflush's QP connected to itself and the host word it reads into.
   ibv_qp* flushQp_ = nullptr;
-  uint64_t* flushWord_ = nullptr;
+  alignas(64) uint64_t flushWord_ = 0;
   ibv_mr* flushMr_ = nullptr;
   // Failover.
   enum class Mode { kIb, kFailingOver, kTcp, kRecovering };

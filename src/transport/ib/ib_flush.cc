@@ -10,7 +10,6 @@
 // done when that read completed. One read per flushed message; its completion
 // arrives on the comm's CQ like every other and is counted on its request.
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -21,13 +20,7 @@
 namespace theseus::transport::ib {
 
 Status IbComm::createFlushQp() {
-  if (flushWord_ == nullptr) {
-    void* mem = nullptr;
-    if (posix_memalign(&mem, 64, sizeof(uint64_t)) != 0) return systemError("IB: out of memory for a flush word");
-    flushWord_ = static_cast<uint64_t*>(mem);
-    *flushWord_ = 0;
-  }
-  TH_ASSIGN(flushMr_, dev_->mrs->acquire(flushWord_, sizeof(uint64_t)));
+  TH_ASSIGN(flushMr_, dev_->mrs->acquire(&flushWord_, sizeof(flushWord_)));
   TH_ASSIGN(flushQp_, newQp(kFifoDepth));
   // To itself: this port's own address and QP number.
   wire::ConnInfo self = localInfo();
@@ -39,8 +32,6 @@ void IbComm::destroyFlushQp() {
   flushQp_ = nullptr;
   if (flushMr_ != nullptr) dev_->mrs->release(flushMr_);
   flushMr_ = nullptr;
-  std::free(flushWord_);
-  flushWord_ = nullptr;
 }
 
 ncclResult_t IbComm::iflush(void* data, int size, IbMemory* mem, void** request) {
@@ -61,7 +52,7 @@ ncclResult_t IbComm::iflush(void* data, int size, IbMemory* mem, void** request)
   if (!mr.isOk()) return fail(mr.status().withContext("IB: " + where(-1)));
   *r = IbRequest{IbRequest::kFlush, this, 1, 0, 0, static_cast<char*>(data), 0, 0, 0, mem};
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(flushWord_);
+  sge.addr = reinterpret_cast<uintptr_t>(&flushWord_);
   sge.length = 1;
   sge.lkey = flushMr_->lkey;
   ibv_send_wr wr{};

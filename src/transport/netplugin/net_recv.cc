@@ -200,6 +200,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
           size = o.capacity;
           mh = r.mhandle;
           landed_[e] = o.dst;
+          landedMh_[e] = r.mhandle;
           break;
         }
       }
@@ -231,10 +232,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
         // A payload the network wrote into GPU memory is made visible to the GPU before the proxy
         // publishes it (NetParams::gdrFlush).
         if (landed_[e] != nullptr && p_.gdrFlush && size > 0) {
-          void* mh = nullptr;
-          for (const Region& g : regions_)
-            if (g.holds(landed_[e], size)) mh = g.mhandle;
-          r = api_.iflush(comm_, landed_[e], static_cast<int>(size), mh, &flush_);
+          r = api_.iflush(comm_, landed_[e], static_cast<int>(size), landedMh_[e], &flush_);
           if (r != ncclSuccess) return fatal(pluginError("iflush", "from", r));
           if (flush_ != nullptr) ++flushes_;  // none: the network needs no flush here
         }
@@ -283,6 +281,7 @@ class NetRecvConnection final : public RecvConnection, public NetPumpClient, pri
   Offer offers_[kMaxOffers];                   // under mu_: message k's destination at k % kMaxOffers
   uint64_t offered_ = 0;                       // messages offered a destination
   char* landed_[kMaxNetSlots] = {};            // a posted payload's destination in GPU memory (null: its slot)
+  void* landedMh_[kMaxNetSlots] = {};          // and the region's registration it was posted with
   void* flush_ = nullptr;                      // the flush of the entry at arrived_, in flight
   uint64_t landedInGpu_ = 0;
   uint64_t flushes_ = 0;
