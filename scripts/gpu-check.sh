@@ -8,10 +8,10 @@
 #      next to it (staging, CUDA executor, CUDA executor with its FIFO slots in host memory: NCCL_P2P_DISABLE=1,
 #      CUDA executor with the buffers registered: -R 1, zero-copy reads; two processes, and two threads of one
 #      process, whose kernels share a context and so run at the same time without MPS);
-#   4. PyTorch: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD (staging and the CUDA
-#      executor), and a DDP training step timed with and without it;
+#   4. PyTorch: torch.distributed with the NCCL backend, our libnccl.so.2 via LD_PRELOAD (staging, and the CUDA
+#      executor: the default), and a DDP training step timed with and without it (Theseus with its defaults);
 #   5. the harness on device buffers, -c 1, every collective and datatype, 1, 2 and 4 ranks on GPU 0, through the
-#      staging executor (default; in the background) and the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda); two
+#      staging executor (THESEUS_DEVICE_EXECUTOR=off; in the background) and the CUDA executor (=cuda); two
 #      processes' FIFO payload slots in GPU memory through CUDA IPC; registered buffers read in place by the peer
 #      (zero-copy); then the CUDA executor between two network-namespace hosts (its FIFOs proxied over TCP), as root;
 #   6. where MPS can be started (root, nvidia-cuda-mps-control): the 2-process CUDA executor numbers again under MPS.
@@ -114,15 +114,15 @@ cuda-registered cuda 0 1 2 1 all_reduce,sendrecv -'"
     TORCHRUN="python3 -m torch.distributed.run --master_port=29517"
     PRELOAD="LD_PRELOAD=$PWD/$BUILD/lib/libnccl.so.2"
     phase torch-smoke 90 bash -c "
-      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib $TORCHRUN --nproc_per_node=2 scripts/torch_smoke.py &&
-      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=2 \
-        scripts/torch_smoke.py"
+      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib THESEUS_DEVICE_EXECUTOR=off $TORCHRUN --nproc_per_node=2 \
+        scripts/torch_smoke.py &&
+      env $PRELOAD THESEUS_EXPECT_LIB=$PWD/$BUILD/lib $TORCHRUN --nproc_per_node=2 scripts/torch_smoke.py"
     # World 1 compares the libraries (NVIDIA's refuses two ranks on one GPU); world 2 runs on Theseus alone.
     phase torch-ddp 120 bash -c "set -o pipefail
       $TORCHRUN --nproc_per_node=1 scripts/torch_ddp_step.py | sed 's/^/nvidia-nccl: /' &&
-      env $PRELOAD THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=1 scripts/torch_ddp_step.py |
+      env $PRELOAD $TORCHRUN --nproc_per_node=1 scripts/torch_ddp_step.py |
         sed 's/^/theseus cuda: /' &&
-      env $PRELOAD THESEUS_DEVICE_EXECUTOR=cuda $TORCHRUN --nproc_per_node=2 scripts/torch_ddp_step.py |
+      env $PRELOAD $TORCHRUN --nproc_per_node=2 scripts/torch_ddp_step.py |
         sed 's/^/theseus cuda: /'"
     MEASURED+=$'\n'$(grep -h '\[ddp\]' "$LOG_DIR/torch-ddp.log")
   else

@@ -51,6 +51,7 @@ struct PeerInfo {
   uint64_t machineHash = 0;    // equal <=> same kernel, so the same cores (host_identity.h)
   std::string hostname;
   std::string listenAddress;   // "ip:port" of this rank's listen socket for this communicator
+  bool usesCuda = false;       // the process loaded CUDA and sees a device (InitOptions::usesCuda)
 };
 
 // Control-plane message types. Values below 16 are reserved for the bootstrap itself.
@@ -64,6 +65,7 @@ enum class MsgType : uint16_t {
 struct InitOptions {
   int64_t timeoutMs = 0;        // THESEUS_BOOTSTRAP_TIMEOUT_MS when 0
   int cudaDev = -1;             // reported in PeerInfo
+  bool usesCuda = false;        // reported in PeerInfo (what THESEUS_DEVICE_EXECUTOR=auto decides by)
   const AbortFlag* abort = nullptr;  // ncclCommAbort from another thread unblocks init
 };
 

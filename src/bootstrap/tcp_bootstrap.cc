@@ -68,6 +68,7 @@ PeerInfo TcpBootstrap::selfInfo(int rank) const {
   p.rank = rank;
   p.pid = getpid();
   p.cudaDev = options_.cudaDev;
+  p.usesCuda = options_.usesCuda;
   p.hostHash = hostIdentity().hash;
   p.machineHash = hostIdentity().machineHash;
   p.hostname = hostIdentity().hostname.substr(0, wire::kMaxHostnameBytes);

@@ -67,8 +67,10 @@ Status checkHostPointers(const std::vector<CommOps>& work) {
 // (refuseCapture and the executor use it), and each stream is checked once per
 // group and device: a group of many operations on one stream asks the driver
 // about it twice, not twice per operation.
-Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures) {
+Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures,
+                     device::MemoryKindMask* kinds) {
   captures->clear();
+  *kinds = 0;
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) {  // no device memory can exist
     static const bool checkPointers = kCheckPointers.get();
@@ -94,6 +96,7 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
       for (int i = 0; i < 2; ++i) {
         const Buf& b = bufs[i];
         if (b.p == nullptr || b.bytes == 0) continue;
+        if (b.used) *kinds |= device::maskOf(infos[i].kind);
         if (infos[i].kind == device::MemoryKind::kHost) {
           if (b.used && !readable.check(b.p, b.bytes)) return notReadable(b, w.comm->rank());
           pageable = &op;
@@ -140,11 +143,17 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
   return Status::ok();
 }
 
+bool anyCaptured(const std::vector<device::StreamCapture>& captures) {
+  for (const auto& c : captures)
+    if (c.status != device::StreamCapture::Status::kNone) return true;
+  return false;
+}
+
 // A group on streams being captured into a CUDA graph, for an executor that
 // runs it when called (host memory, the staging path): a replay could not
 // repeat it. Refused before anything runs, so the communicator stays usable.
 Status refuseCapture(const std::vector<CommOps>& work, const std::vector<device::StreamCapture>& captures,
-                     device::MemoryKindMask memory) {
+                     device::MemoryKindMask memory, const std::string& whyStaged) {
   for (const auto& w : work)
     for (const auto& op : w.ops) {
       const device::StreamCapture* c = device::findCapture(&captures, op.stream);
@@ -152,9 +161,9 @@ Status refuseCapture(const std::vector<CommOps>& work, const std::vector<device:
       if ((memory & ~device::kHostAccessibleKinds) == 0)
         return invalidUsage("an operation on host memory (buffer %p) is being captured into a CUDA graph: "
                             "host-memory operations run on the CPU when called, so a replay could not repeat "
-                            "them; capture operations on device buffers (THESEUS_DEVICE_EXECUTOR=cuda)",
+                            "them; capture operations on device buffers (the CUDA executor)",
                             op.sendbuff != nullptr ? op.sendbuff : op.recvbuff);
-      return exec::stagingCaptureError();
+      return exec::stagingCaptureError(whyStaged);
     }
   return Status::ok();
 }

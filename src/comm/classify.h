@@ -6,6 +6,7 @@
 // handed to the executor).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "comm/group.h"
@@ -15,13 +16,18 @@
 
 namespace theseus::comm {
 
-// Sets every operation's sendMemory/recvMemory and fills `captures` (one entry per stream); an error for the
-// bad input above, before anything ran.
-Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures);
+// Sets every operation's sendMemory/recvMemory, fills `captures` (one entry per stream) and `kinds` (the kinds
+// of the buffers the ranks use; 0 when none is known); an error for the bad input above, before anything ran.
+Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures,
+                     device::MemoryKindMask* kinds);
+
+// True when one of the streams is being captured into a CUDA graph.
+bool anyCaptured(const std::vector<device::StreamCapture>& captures);
 
 // For an executor that runs a group when called (it cannot be captured): an error when one of the group's
-// streams is being captured, from `captures` as classifyGroup read them. `memory`: the group's memory kinds.
+// streams is being captured, from `captures` as classifyGroup read them. `memory`: the group's memory kinds;
+// `whyStaged`: why device buffers did not get the CUDA executor (its communicator's reason).
 Status refuseCapture(const std::vector<CommOps>& work, const std::vector<device::StreamCapture>& captures,
-                     device::MemoryKindMask memory);
+                     device::MemoryKindMask memory, const std::string& whyStaged);
 
 }  // namespace theseus::comm

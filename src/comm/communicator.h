@@ -15,6 +15,7 @@
 #include "comm/config.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "exec/device/device_executor.h"
 #include "nccl.h"
 #include "telemetry/nccl_profiler.h"
 #include "transport/transport_manager.h"
@@ -43,6 +44,10 @@ class Communicator {
   int cudaDev() const { return cudaDev_; }
   uint64_t commHash() const { return commHash_; }
   const CommConfig& config() const { return config_; }
+  // What runs its device buffers (exec/device/device_executor.h), decided at creation alike on every
+  // rank, and why that is not the CUDA executor (empty when it is).
+  exec::DeviceExecutorMode deviceExecutor() const { return deviceExecutor_; }
+  const std::string& deviceExecutorWhyNot() const { return deviceExecutorWhyNot_; }
 
   bootstrap::Bootstrap* bootstrap() const { return bootstrap_.get(); }
   transport::TransportManager* transports() const { return transports_.get(); }
@@ -76,6 +81,10 @@ class Communicator {
   // Set once by the init path (lifecycle.cc).
   void setIdentity(int rank, int nranks, int cudaDev, uint64_t commHash);
   void setConfig(const CommConfig& c) { config_ = c; }
+  void setDeviceExecutor(const exec::DeviceExecutorChoice& c) {
+    deviceExecutor_ = c.mode;
+    deviceExecutorWhyNot_ = c.whyNotCuda;
+  }
   void setBootstrap(std::unique_ptr<bootstrap::Bootstrap> b);
   void setTransports(std::unique_ptr<transport::TransportManager> t);
   void setEngine(std::unique_ptr<CollectiveEngine> e);
@@ -103,6 +112,8 @@ class Communicator {
   int cudaDev_ = -1;
   uint64_t commHash_ = 0;
   CommConfig config_;
+  exec::DeviceExecutorMode deviceExecutor_ = exec::DeviceExecutorMode::kOff;
+  std::string deviceExecutorWhyNot_ = "the communicator is not initialised";
   std::atomic<ncclResult_t> asyncError_{ncclInProgress};
   std::atomic<int> asyncErrorPeer_{-1};
   std::atomic<int64_t> timeoutMs_;

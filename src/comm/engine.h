@@ -130,7 +130,7 @@ class Engine final : public CollectiveEngine, public epoch::Participant {
   RedOps redOps_;
   Registrations registrations_;
   ScratchArena scratch_;
-  DeviceScratchArena deviceScratch_;  // for the CUDA executor (THESEUS_DEVICE_EXECUTOR=cuda)
+  DeviceScratchArena deviceScratch_;  // for the CUDA executor
   TemplateMemo memo_;
 };
 

@@ -1,12 +1,17 @@
 // Running a group's operations: every communicator of the group becomes one
 // executor lane (its operations in issue order), lowered by its engine, and
-// all lanes run together on the executor for the group's memory (host memory,
-// or device buffers through the staging executor), so a thread that drives
-// several ranks (ncclCommInitAll, nccl-tests -g/-t) moves them all. Host-memory
-// operations complete before this returns. Each finished plan goes to the
+// all lanes run together on the executor for the group's memory and its
+// communicators' device executor (host memory on the host executor; device
+// buffers on the CUDA executor, or the staging executor where a communicator
+// cannot have it), so a thread that drives several ranks (ncclCommInitAll,
+// nccl-tests -g/-t) moves them all. Host-memory operations complete before
+// this returns; the CUDA executor's once queued on their streams. Each finished plan goes to the
 // communicator's telemetry (when the adaptive machinery is on); a straggling
 // rank of THESEUS_EMULATE stalls before its plans run. An NCCL profiler plugin
 // sees the launch's events around the executor's run (comm/profiling.h).
+#include <atomic>
+#include <string>
+
 #include "comm/classify.h"
 #include "comm/collective_engine.h"
 #include "comm/communicator.h"
@@ -14,15 +19,64 @@
 #include "comm/profiling.h"
 #include "comm/timeouts.h"
 #include "common/log.h"
+#include "exec/device/device_executor.h"
 #include "exec/executor.h"
 #include "exec/progress.h"
 #include "exec/staging.h"
 
 namespace theseus::comm {
 
+namespace {
+
+const std::string kNoReason;
+
+// The CUDA executor runs a group only when every communicator of the group has
+// it (each set up its device FIFOs for it at creation); `*notCuda` is the first
+// that has not (its reason goes into the staging path's messages).
+exec::DeviceExecutorMode groupDeviceExecutor(const std::vector<CommOps>& work, const Communicator** notCuda) {
+  exec::DeviceExecutorMode mode = exec::DeviceExecutorMode::kCuda;
+  for (const CommOps& w : work) {
+    const exec::DeviceExecutorMode m = w.comm->deviceExecutor();
+    if (m == exec::DeviceExecutorMode::kCuda) continue;
+    if (*notCuda == nullptr) *notCuda = w.comm;
+    if (m == exec::DeviceExecutorMode::kEmulate) return m;  // THESEUS_DEVICE_EXECUTOR=emulate: every communicator
+    mode = exec::DeviceExecutorMode::kOff;
+  }
+  return mode;
+}
+
+// Once per process, at WARN: the first operation whose device buffers took the
+// synchronous staging path, and why it did not get the CUDA executor.
+void warnStagedOnce(const std::vector<exec::Lane>& lanes, const std::string& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.load(std::memory_order_relaxed) || warned.exchange(true)) return;
+  std::string what = "a group";
+  for (const exec::Lane& lane : lanes)
+    if ((lane.memory & ~device::kHostAccessibleKinds) != 0 && !lane.plans.empty()) {
+      what = lane.plans.front()->describe() + " on rank " + std::to_string(lane.plans.front()->rank);
+      break;
+    }
+  TH_WARN("device buffers of %s are staged through host memory, synchronously (%s); later operations that take "
+          "this path are not logged",
+          what.c_str(), why.empty() ? "the CUDA executor cannot run this group" : why.c_str());
+}
+
+}  // namespace
+
 Status executeOps(std::vector<CommOps>& work) {
   thread_local std::vector<device::StreamCapture> captures;  // per stream of the group
-  TH_CHECK(classifyGroup(work, &captures));  // before anything runs
+  device::MemoryKindMask kinds;
+  TH_CHECK(classifyGroup(work, &captures, &kinds));  // before anything runs
+  const Communicator* notCuda = nullptr;
+  const exec::DeviceExecutorMode mode = groupDeviceExecutor(work, &notCuda);
+  const std::string& whyNotCuda = notCuda != nullptr ? notCuda->deviceExecutorWhyNot() : kNoReason;
+  // A capture that the group's executor could not repeat is refused before the lowering numbers the group's
+  // collectives: the communicators stay in step with their peers, as if the call had not been made.
+  if (anyCaptured(captures)) {
+    exec::Executor* planned;
+    TH_ASSIGN(planned, exec::executorFor(kinds, mode));
+    if (!planned->capturable()) return refuseCapture(work, captures, kinds, whyNotCuda);
+  }
   thread_local std::vector<exec::Lane> lanes;
   lanes.resize(work.size());
   device::MemoryKindMask memory = 0;
@@ -32,8 +86,12 @@ Status executeOps(std::vector<CommOps>& work) {
     memory |= lanes[i].memory;
   }
   exec::Executor* executor;
-  TH_ASSIGN(executor, exec::executorFor(memory));
-  if (!executor->capturable()) TH_CHECK(refuseCapture(work, captures, memory));
+  TH_ASSIGN(executor, exec::executorFor(memory, mode));
+  // What the lowering added (host scratch of a pinned-memory operation beside device buffers) may still make
+  // the group uncapturable.
+  if (!executor->capturable()) TH_CHECK(refuseCapture(work, captures, memory, whyNotCuda));
+  if ((memory & ~device::kHostAccessibleKinds) != 0 && executor != exec::cudaDeviceExecutor())
+    warnStagedOnce(lanes, whyNotCuda);
   for (auto& w : work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "bootstrap/bootstrap_settings.h"
 #include "bootstrap/unique_id.h"
@@ -224,10 +225,13 @@ Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUn
   log::setThreadDevice(cudaDev);
   bootstrap::InitOptions options;
   options.cudaDev = cudaDev;
+  options.usesCuda = processUsesCuda();
   options.abort = &st->bootstrapAbort;
   options.timeoutMs = boundedWaitMs(st->comm->timeoutMs(), bootstrap::bootstrapTimeoutMs());
   return finishInit(st->comm, bootstrap::createFromUniqueIds(ids, nIds, rank, nranks, options), cudaDev);
 }
+
+bool processUsesCuda() { return device::CudaDriver::visibleDevices() > 0; }
 
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev) {
   if (!boot.isOk()) return failInit(comm, boot.status());
@@ -236,12 +240,18 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   comm->setBootstrap(std::move(b));
   bootstrap::Bootstrap& bs = *comm->bootstrap();
 
+  std::vector<bool> usesCuda;
+  for (const bootstrap::PeerInfo& p : bs.peers()) usesCuda.push_back(p.usesCuda);
+  comm->setDeviceExecutor(exec::chooseDeviceExecutor(exec::deviceExecutorSetting(),
+                                                     exec::cudaDeviceExecutor() != nullptr, usesCuda));
+  const exec::DeviceExecutorMode deviceMode = comm->deviceExecutor();
+
   transport::TransportOptions topts;
   topts.connectTimeoutMs = bootstrap::connectTimeoutMs();
   topts.maxChannels = maxChannels();
   topts.abort = &comm->abortFlag();
-  topts.deviceFifos = exec::deviceExecutorMode() != exec::DeviceExecutorMode::kOff;
-  topts.deviceFifoSlotsOnGpu = exec::deviceExecutorMode() == exec::DeviceExecutorMode::kCuda;
+  topts.deviceFifos = deviceMode != exec::DeviceExecutorMode::kOff;
+  topts.deviceFifoSlotsOnGpu = deviceMode == exec::DeviceExecutorMode::kCuda;
   topts.cudaDev = topts.deviceFifoSlotsOnGpu ? cudaDev : -1;
   topts.net = comm->config().netName;
   // Grouped initialisation runs this on a thread of its own: the device FIFOs
@@ -269,6 +279,12 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   TH_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d cudaDev %d commHash %#llx%s%s - Init COMPLETE",
           static_cast<void*>(comm), bs.rank(), bs.nranks(), bs.nodeCount(), bs.localRanks().size(), bs.localRank(),
           cudaDev, static_cast<unsigned long long>(bs.commHash()), name.empty() ? "" : " commName ", name.c_str());
+  if (deviceMode == exec::DeviceExecutorMode::kCuda)
+    TH_INFO(log::kInit, "comm %p rank %d device buffers: the CUDA executor (asynchronous on the operations' streams)",
+            static_cast<void*>(comm), bs.rank());
+  else
+    TH_INFO(log::kInit, "comm %p rank %d device buffers: the %s executor (%s)", static_cast<void*>(comm), bs.rank(),
+            exec::deviceExecutorModeName(deviceMode), comm->deviceExecutorWhyNot().c_str());
   return Status::ok();
 }
 

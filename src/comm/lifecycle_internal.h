@@ -75,6 +75,9 @@ Status reclaim(const std::shared_ptr<LifecycleState>& state, bool abort);
 
 // The last step of every creation: transports, engine, ready (or failed with `failure`).
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev);
+// Whether this process uses CUDA (loaded the driver, which sees a device): each rank's report decides
+// THESEUS_DEVICE_EXECUTOR=auto for the communicators it joins.
+bool processUsesCuda();
 // The rendezvous over `ids`, then finishInit (the caller holds the job scope).
 Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUniqueId* ids, int nIds, int rank,
                          int nranks, int cudaDev);

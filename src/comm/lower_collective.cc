@@ -57,7 +57,9 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   if (clock_->mustAdvance(seq_)) TH_CHECK(advanceEpoch());
   const int root = schedule::isRooted(c) ? op.root : 0;
   const TemplateMemo::Entry* memo;
-  const bool onDevice = exec::deviceExecutorRuns(op.sendMemory) || exec::deviceExecutorRuns(op.recvMemory);
+  const exec::DeviceExecutorMode deviceMode = comm_.deviceExecutor();
+  const bool onDevice =
+      exec::deviceExecutorRuns(deviceMode, op.sendMemory) || exec::deviceExecutorRuns(deviceMode, op.recvMemory);
   TH_ASSIGN(memo, memo_.find(*table_, tableVersion_, {c, std::max(inBytes, outBytes), root, inPlace, onDevice}));
   exec::Reduction red;
   if (schedule::isReducing(c)) {
@@ -73,7 +75,7 @@ Status Engine::lowerCollective(const OpDesc& op, exec::Plan& plan) {
   char* s = nullptr;
   // Operations on device buffers that the CUDA executor runs get device scratch (its kernels cannot
   // reach the shared host scratch; the staging executor mirrors either).
-  const bool deviceScratch = total > 0 && onDevice && exec::deviceExecutorMode() == exec::DeviceExecutorMode::kCuda;
+  const bool deviceScratch = total > 0 && onDevice && deviceMode == exec::DeviceExecutorMode::kCuda;
   const device::MemoryKind scratchKind = deviceScratch ? device::MemoryKind::kDevice : device::MemoryKind::kHost;
   if (total > 0) {
     TH_ASSIGN(s, deviceScratch ? deviceScratch_.get(total, comm_.cudaDev()) : scratch_.get(total));

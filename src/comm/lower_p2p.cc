@@ -42,7 +42,7 @@ Status Engine::lowerP2p(const OpDesc* ops, size_t n, exec::Plan& plan) {
       (isSend ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
-    const bool onDevice = exec::deviceExecutorRuns(isSend ? op.sendMemory : op.recvMemory);
+    const bool onDevice = exec::deviceExecutorRuns(comm_.deviceExecutor(), isSend ? op.sendMemory : op.recvMemory);
     const int parts = onDevice && bytes > 0 ? memo_.settings().deviceChannelsFor(bytes) : 1;
     for (int k = 0; k < parts; ++k) {
       const size_t at = p2pPartStart(bytes, parts, k);

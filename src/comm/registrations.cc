@@ -30,7 +30,7 @@ void noteEffect(const char* call, const void* buff, size_t size) {
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (buff != nullptr && cuda != nullptr && cuda->isDevicePointer(buff)) {
     if (!notedDevice.exchange(true))
-      TH_INFO(log::kReg, "%s: device memory; with THESEUS_DEVICE_EXECUTOR=cuda, local peers' kernels read it in "
+      TH_INFO(log::kReg, "%s: device memory; with the CUDA executor, local peers' kernels read it in "
               "place through CUDA IPC (VMM memory: a file descriptor) once they mapped it (from their next group on)",
               call);
     return;

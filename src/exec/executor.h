@@ -111,9 +111,15 @@ class Executor {
 
 // Plans on host and pinned host memory.
 Executor& hostExecutor();
-// The executor for a group whose plans' buffers are of `kinds`; an error when
-// no executor serves them (device memory without a usable CUDA driver).
-Result<Executor*> executorFor(device::MemoryKindMask kinds);
+
+// What runs a communicator's plans on device memory (decided at its creation, device/device_executor.h):
+// the staging executor (off), the CUDA executor, or the emulated device executor for every plan (tests).
+enum class DeviceExecutorMode { kOff, kEmulate, kCuda };
+
+// The executor for a group whose plans' buffers are of `kinds`, on communicators in `mode` (the CUDA
+// executor only serves a group whose communicators all have it); an error when no executor serves them
+// (device memory without a usable CUDA driver).
+Result<Executor*> executorFor(device::MemoryKindMask kinds, DeviceExecutorMode mode);
 
 // Fails when a lane has memory outside `accessible`. Deferred PreMulSum
 // scalars: an executor that reads them itself when each plan starts (the CUDA

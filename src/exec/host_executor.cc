@@ -1,6 +1,5 @@
 // The host executor: plans on host memory, run on the calling thread with the
 // host primitives (memcpy and the reduction kernels); complete on return.
-#include <atomic>
 
 #include "common/log.h"
 #include "exec/device/device_executor.h"
@@ -49,22 +48,13 @@ Executor& hostExecutor() { return gHostExecutor; }
 
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options) { return hostExecutor().run(lanes, options); }
 
-Result<Executor*> executorFor(device::MemoryKindMask kinds) {
-  static const DeviceExecutorMode mode = deviceExecutorMode();
+Result<Executor*> executorFor(device::MemoryKindMask kinds, DeviceExecutorMode mode) {
   if ((kinds & ~device::kHostAccessibleKinds) == 0) {
     if (__builtin_expect(mode == DeviceExecutorMode::kEmulate, 0)) return &emulatedDeviceExecutor();
     return &gHostExecutor;
   }
   if (mode == DeviceExecutorMode::kCuda && cudaDeviceExecutor()->serves(kinds)) return cudaDeviceExecutor();
-  if (Executor* staging = stagingExecutor(); staging != nullptr && staging->serves(kinds)) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true))
-      TH_WARN("device buffers are staged through host memory (synchronously)%s: set THESEUS_DEVICE_EXECUTOR=cuda "
-              "for the CUDA executor",
-              mode == DeviceExecutorMode::kCuda ? " for a group the CUDA executor cannot run (pageable host memory)"
-                                                : "");
-    return staging;
-  }
+  if (Executor* staging = stagingExecutor(); staging != nullptr && staging->serves(kinds)) return staging;
   return invalidUsage("no executor serves buffers in %s memory (is the CUDA driver loaded?)",
                       device::memoryKindName(device::MemoryKind::kDevice));
 }

@@ -200,10 +200,11 @@ std::unique_ptr<Executor> makeStagingExecutor(const DeviceMemory& memory) {
   return std::make_unique<StagingExecutor>(memory);
 }
 
-Status stagingCaptureError() {
-  return invalidUsage("this group takes the staging path (device buffers copied through host memory when called), "
+Status stagingCaptureError(const std::string& why) {
+  return invalidUsage("this group takes the staging path (device buffers copied through host memory when called%s%s), "
                       "which cannot be captured into a CUDA graph: only the CUDA executor "
-                      "(THESEUS_DEVICE_EXECUTOR=cuda; device or pinned buffers) captures operations");
+                      "(THESEUS_DEVICE_EXECUTOR=auto or cuda; device or pinned buffers) captures operations",
+                      why.empty() ? "" : ": ", why.c_str());
 }
 
 Executor* stagingExecutor() {

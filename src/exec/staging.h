@@ -21,6 +21,8 @@
 // returns); only the asynchrony is lost.
 #pragma once
 
+#include <string>
+
 #include <memory>
 
 #include "common/status.h"
@@ -46,7 +48,8 @@ std::unique_ptr<Executor> makeStagingExecutor(const DeviceMemory& memory);
 // process has not loaded the driver (then no buffer can be device memory).
 Executor* stagingExecutor();
 // The error of a group on a stream being captured into a CUDA graph that would take the staging path
-// (the engine refuses such a group before it runs; the executor refuses it too).
-Status stagingCaptureError();
+// (the engine refuses such a group before it runs; the executor refuses it too). `why`: why the group did
+// not get the CUDA executor, when known.
+Status stagingCaptureError(const std::string& why = {});
 
 }  // namespace theseus::exec

@@ -179,20 +179,28 @@ THESEUS_RANK_FN(device_scalar_and_reuse) {
   return 0;
 }
 
+// The staging executor (synchronous copies through host memory), which device buffers take with
+// THESEUS_DEVICE_EXECUTOR=off.
+theseus::test::SpawnOptions stagingPath() {
+  theseus::test::SpawnOptions o;
+  o.env["THESEUS_DEVICE_EXECUTOR"] = "off";
+  return o;
+}
+
 TEST(Gpu, DeviceScalarPreMulSumAndGroupedReuse) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_scalar_and_reuse", n));
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_scalar_and_reuse", n, stagingPath()));
 }
 
 TEST(Gpu, DeviceBufferCollectives) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n));
+  for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("device_collectives", n, stagingPath()));
 }
 
-// The same through the CUDA executor (the interpreter kernel on the stream).
+// The same through the CUDA executor (the interpreter kernel on the stream): what device buffers get by
+// default (THESEUS_DEVICE_EXECUTOR=auto) when every rank uses CUDA.
 theseus::test::SpawnOptions cudaExecutor() {
   theseus::test::SpawnOptions o;
-  o.env["THESEUS_DEVICE_EXECUTOR"] = "cuda";
   o.timeoutSec = 180;
   return o;
 }
@@ -503,26 +511,44 @@ THESEUS_RANK_FN(warm_enqueue) {
          ncclRecv(b, big, ncclFloat32, prev, comm, stream);
          return ncclGroupEnd();
        }}};
+  const int batches = 25, perBatch = 8;
+  // Earlier groups are collected oldest first up to the first still running: not one query per group in flight,
+  // and none for a group whose blocks have not reported (its pinned results say it runs). So about one query
+  // per group, the one that finds it done; the slack covers groups asked between their blocks' last write and
+  // their kernel's end, and those in flight before the window.
+  const uint64_t maxQueries = 3 * static_cast<uint64_t>(batches * perBatch) / 2 + 8;
   for (const Shape& shape : shapes) {
     for (int i = 0; i < 16; ++i) RANK_NCCL(shape.enqueue());  // warm: slots, images, connections
     CUDA_OK(cudaStreamSynchronize(stream));
     long allocations = 0;
-    uint64_t syncs = 0, queries = 0, calls = 0;
+    uint64_t syncs = 0, queries = ~0ull, calls = 0;
     double cpuUs = 0;
-    const int batches = 25, perBatch = 8;
-    for (int k = 0; k < batches; ++k) {
-      const long a0 = tAllocations;
-      const uint64_t s0 = fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0;
-      const uint64_t q0 = fakeCudaEventQueries ? fakeCudaEventQueries() : 0;
-      const uint64_t c0 = fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0;
-      const double t0 = threadCpuUs();
-      for (int i = 0; i < perBatch; ++i) RANK_NCCL(shape.enqueue());
-      cpuUs += threadCpuUs() - t0;
-      calls += (fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0) - c0;
-      syncs += (fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0) - s0;
-      queries += (fakeCudaEventQueries ? fakeCudaEventQueries() : 0) - q0;
-      allocations += tAllocations - a0;
-      CUDA_OK(cudaStreamSynchronize(stream));
+    // On the double a block is a host thread: on a loaded machine the window between its last write and its
+    // kernel's end grows, and with it the queries that find a reported group not yet ended. So three windows
+    // are measured, alike on every rank; queries, calls and CPU count in the window with the fewest queries,
+    // allocations and synchronisations in every one.
+    for (int window = 0; window < 3; ++window) {
+      uint64_t windowQueries = 0, windowCalls = 0;
+      double windowUs = 0;
+      for (int k = 0; k < batches; ++k) {
+        const long a0 = tAllocations;
+        const uint64_t s0 = fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0;
+        const uint64_t q0 = fakeCudaEventQueries ? fakeCudaEventQueries() : 0;
+        const uint64_t c0 = fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0;
+        const double t0 = threadCpuUs();
+        for (int i = 0; i < perBatch; ++i) RANK_NCCL(shape.enqueue());
+        windowUs += threadCpuUs() - t0;
+        windowCalls += (fakeCudaCallsOnThisThread ? fakeCudaCallsOnThisThread() : 0) - c0;
+        syncs += (fakeCudaSynchronizations ? fakeCudaSynchronizations() : 0) - s0;
+        windowQueries += (fakeCudaEventQueries ? fakeCudaEventQueries() : 0) - q0;
+        allocations += tAllocations - a0;
+        CUDA_OK(cudaStreamSynchronize(stream));
+      }
+      if (windowQueries < queries) {
+        queries = windowQueries;
+        calls = windowCalls;
+        cpuUs = windowUs;
+      }
     }
     if (ctx.rank == 0 || allocations != 0 || syncs != 0) {
       char counted[160] = "";  // what only the CUDA double counts
@@ -535,11 +561,7 @@ THESEUS_RANK_FN(warm_enqueue) {
     }
     RANK_CHECK(allocations == 0);
     RANK_CHECK(syncs == 0);
-    // Earlier groups are collected oldest first up to the first still running: not one query per group in flight,
-    // and none for a group whose blocks have not reported (its pinned results say it runs). So about one query
-    // per group, the one that finds it done; the slack covers groups asked between their blocks' last write and
-    // their kernel's end, and those in flight before the window.
-    RANK_CHECK(queries <= 3 * static_cast<uint64_t>(batches * perBatch) / 2 + 8);
+    RANK_CHECK(queries <= maxQueries);
     if (fakeCudaCallsOnThisThread) RANK_CHECK(double(calls) / (batches * perBatch) <= shape.maxCalls);
   }
   for (float* p : {small, a, b}) CUDA_OK(cudaFree(p));
@@ -592,7 +614,8 @@ THESEUS_RANK_FN(capture_refused) {
   float* buf;
   CUDA_OK(cudaMalloc(&buf, 1024 * sizeof(float)));
   std::vector<float> host(1024, 1.0f);
-  const bool cudaExecutor = getenv("THESEUS_DEVICE_EXECUTOR") != nullptr;
+  const char* setting = getenv("THESEUS_DEVICE_EXECUTOR");
+  const bool cudaExecutor = setting == nullptr || strcmp(setting, "off") != 0;
   struct Case {
     void* buffer;
     const char* says;
@@ -669,14 +692,18 @@ THESEUS_RANK_FN(bad_device_input) {
 
 TEST(Gpu, BadDeviceInputIsRefusedBeforeAnythingRuns) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  theseus::test::SpawnOptions twoDevices;  // on the CUDA test double: another device to misuse (a GPU has its own)
-  twoDevices.env["THESEUS_FAKE_CUDA_DEVICES"] = "2";
-  for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("bad_device_input", n, twoDevices));
+  for (const char* executor : {"off", "auto"}) {
+    theseus::test::SpawnOptions twoDevices;  // on the CUDA test double: another device to misuse (a GPU has its own)
+    twoDevices.env["THESEUS_FAKE_CUDA_DEVICES"] = "2";
+    twoDevices.env["THESEUS_DEVICE_EXECUTOR"] = executor;
+    SCOPED_TRACE(executor);
+    for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("bad_device_input", n, twoDevices));
+  }
 }
 
 TEST(Gpu, GraphCapturesThatCannotWorkAreRefusedClearly) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1));
+  EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1, stagingPath()));
   EXPECT_RANKS_OK(theseus::test::runRanks("capture_refused", 1, cudaExecutor()));
 }
 
@@ -764,6 +791,32 @@ std::string ownLog() {
   for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) log.append(buf, k);
   fclose(f);
   return log;
+}
+
+// Whether a rank's log holds every '|'-separated text of THESEUS_TEST_EXPECT_LOG<suffix> and none of
+// THESEUS_TEST_FORBID_LOG<suffix> (a text that starts with '~' is a regular expression); an empty log fails.
+bool logMeetsExpectations(const std::string& log, const std::string& suffix = "") {
+  if (log.empty()) {
+    fprintf(stderr, "no log to check (NCCL_DEBUG_FILE)\n");
+    return false;
+  }
+  auto found = [&](const std::string& t) {
+    return t[0] == '~' ? std::regex_search(log, std::regex(t.substr(1))) : log.find(t) != std::string::npos;
+  };
+  auto each = [&](const std::string& variable, bool wanted) {
+    const char* list = getenv(variable.c_str());
+    std::string l = list != nullptr ? list : "";
+    for (size_t at = 0; at < l.size();) {
+      const size_t bar = std::min(l.find('|', at), l.size());
+      if (bar > at && found(l.substr(at, bar - at)) != wanted) {
+        fprintf(stderr, "log expectation failed (%s): %s\n", variable.c_str(), l.substr(at, bar - at).c_str());
+        return false;
+      }
+      at = bar + 1;
+    }
+    return true;
+  };
+  return each("THESEUS_TEST_EXPECT_LOG" + suffix, true) && each("THESEUS_TEST_FORBID_LOG" + suffix, false);
 }
 
 THESEUS_RANK_FN(registered_zero_copy) {
@@ -1001,25 +1054,7 @@ THESEUS_RANK_FN(gdr_fifos) {
   RANK_NCCL(ncclCommDestroy(comm));
   CUDA_OK(cudaStreamDestroy(stream));
   if (fakeCudaCallsOnThisThread == nullptr) return 0;  // a real GPU: results only (above)
-  const std::string log = ownLog();
-  RANK_CHECK(!log.empty());
-  auto each = [](const char* list, const std::function<bool(const std::string&)>& ok) {
-    std::string l = list != nullptr ? list : "";
-    for (size_t at = 0; at < l.size();) {
-      const size_t bar = std::min(l.find('|', at), l.size());
-      if (bar > at && !ok(l.substr(at, bar - at))) {
-        fprintf(stderr, "log expectation failed: %s\n", l.substr(at, bar - at).c_str());
-        return false;
-      }
-      at = bar + 1;
-    }
-    return true;
-  };
-  auto found = [&](const std::string& t) {
-    return t[0] == '~' ? std::regex_search(log, std::regex(t.substr(1))) : log.find(t) != std::string::npos;
-  };
-  RANK_CHECK(each(getenv("THESEUS_TEST_EXPECT_LOG"), found));
-  RANK_CHECK(each(getenv("THESEUS_TEST_FORBID_LOG"), [&](const std::string& t) { return !found(t); }));
+  RANK_CHECK(logMeetsExpectations(ownLog()));
   return 0;
 }
 
@@ -1095,4 +1130,130 @@ TEST(GpuCudaExecutor, ProxiedFifosUseGpuMemoryThroughGpuDirectRdma) {
   }
   std::string rm = std::string("rm -rf ") + dir;
   EXPECT_EQ(system(rm.c_str()), 0);
+}
+
+// THESEUS_DEVICE_EXECUTOR=auto (the default) gives a communicator the CUDA
+// executor only when every one of its ranks uses CUDA. A rank whose process
+// sees no device (the test hides it: CUDA_VISIBLE_DEVICES empty on a GPU,
+// THESEUS_FAKE_CUDA_DEVICES=0 on the double) joins with host buffers; then
+// every rank's device buffers take the staging path, and a capture on a rank
+// with device buffers is refused, with the reason, before the call numbers
+// anything: the next allreduce still matches on every rank. Each rank checks
+// its results, that its capture is accepted and replays correctly or is
+// refused (naming THESEUS_TEST_REFUSAL_SAYS) as THESEUS_TEST_EXPECT_CUDA_EXECUTOR
+// says, and on the double its own
+// log (THESEUS_TEST_EXPECT_LOG / THESEUS_TEST_FORBID_LOG).
+THESEUS_RANK_FN(executor_choice) {
+  int ndev = 0;
+  const bool gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
+  const bool expectCuda = getenv("THESEUS_TEST_EXPECT_CUDA_EXECUTOR") != nullptr;
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaStreamCreate(&stream));
+  }
+  ncclComm_t comm;
+  RANK_NCCL(ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank));
+  const int n = ctx.nranks;
+  const size_t count = 4099;
+  std::vector<float> host(count);
+  float* buf = host.data();
+  if (gpu) CUDA_OK(cudaMalloc(&buf, count * sizeof(float)));
+  auto fill = [&]() -> int {  // every element rank + 1, in stream order
+    std::fill(host.begin(), host.end(), float(ctx.rank + 1));
+    if (gpu) CUDA_OK(cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    return 0;
+  };
+  auto check = [&]() -> int {  // the allreduce's sum, read after the stream's work
+    if (gpu) {
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaMemcpy(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n * (n + 1) / 2));
+    return 0;
+  };
+  RANK_CHECK(fill() == 0);
+  RANK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream));
+  RANK_CHECK(check() == 0);
+  if (gpu) {
+    RANK_CHECK(fill() == 0);
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream);
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    if (expectCuda) {
+      RANK_NCCL(r);
+      cudaGraphExec_t exec;
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      RANK_CHECK(check() == 0);
+      CUDA_OK(cudaGraphExecDestroy(exec));
+    } else {
+      RANK_CHECK(r == ncclInvalidUsage);
+      RANK_CHECK(strstr(ncclGetLastError(comm), "cannot be captured") != nullptr);
+      RANK_CHECK(strstr(ncclGetLastError(comm), getenv("THESEUS_TEST_REFUSAL_SAYS")) != nullptr);
+    }
+    if (graph != nullptr) CUDA_OK(cudaGraphDestroy(graph));
+  }
+  RANK_CHECK(fill() == 0);  // in step with the peers: a refused capture numbered nothing
+  RANK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream));
+  RANK_CHECK(check() == 0);
+  RANK_NCCL(ncclCommDestroy(comm));
+  if (gpu) {
+    CUDA_OK(cudaFree(buf));
+    CUDA_OK(cudaStreamDestroy(stream));
+  }
+  if (fakeCudaCallsOnThisThread == nullptr) return 0;  // a real GPU: results only (above)
+  RANK_CHECK(logMeetsExpectations(ownLog(), gpu ? "" : "_HOST"));
+  return 0;
+}
+
+TEST(Gpu, TheDefaultExecutorIsCudaWhereEveryRankUsesCuda) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-choice-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  theseus::test::SpawnOptions base;
+  base.env["NCCL_DEBUG"] = "INFO";
+  base.env["NCCL_DEBUG_SUBSYS"] = "INIT";
+  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  base.timeoutSec = 90;
+  {
+    SCOPED_TRACE("every rank uses CUDA: the CUDA executor, by default and when named");
+    auto o = base;
+    o.env["THESEUS_TEST_EXPECT_CUDA_EXECUTOR"] = "1";
+    o.env["THESEUS_TEST_EXPECT_LOG"] = "device buffers: the CUDA executor (asynchronous";
+    o.env["THESEUS_TEST_FORBID_LOG"] = "staged through host memory";
+    for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", n, o));
+    o.env["THESEUS_DEVICE_EXECUTOR"] = "cuda";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
+  }
+  {
+    SCOPED_TRACE("THESEUS_DEVICE_EXECUTOR=off: the staging path, which names the knob");
+    auto o = base;
+    o.env["THESEUS_DEVICE_EXECUTOR"] = "off";
+    o.env["THESEUS_TEST_REFUSAL_SAYS"] = "THESEUS_DEVICE_EXECUTOR=off";
+    o.env["THESEUS_TEST_EXPECT_LOG"] =
+        "device buffers: the staging executor (THESEUS_DEVICE_EXECUTOR=off)|~device buffers of allreduce #0 \\[[a-z_]+\\] "
+        "16396 B on rank [01] are staged through host memory, synchronously \\(THESEUS_DEVICE_EXECUTOR=off\\)";
+    o.env["THESEUS_TEST_FORBID_LOG"] = "the CUDA executor (asynchronous";
+    // A capture on the staging path is refused on 2 ranks: it must not put rank 0 out of step with rank 1.
+    for (int n : {1, 2}) EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", n, o));
+  }
+  {
+    SCOPED_TRACE("rank 1 does not use CUDA: the staging path on every rank, named in the log and in the refusal");
+    auto o = base;
+    o.env["THESEUS_TEST_REFUSAL_SAYS"] = "rank 1 of the communicator does not use CUDA";
+    o.env["THESEUS_TEST_EXPECT_LOG"] =
+        "device buffers: the staging executor (rank 1 of the communicator does not use CUDA|~device buffers of "
+        "allreduce #0 .* are staged through host memory, synchronously \\(rank 1 of the communicator does not use CUDA";
+    o.env["THESEUS_TEST_EXPECT_LOG_HOST"] = "device buffers: the staging executor (rank 1 of the communicator";
+    o.env["THESEUS_TEST_FORBID_LOG"] = "the CUDA executor (asynchronous";
+    o.env["THESEUS_TEST_FORBID_LOG_HOST"] = "staged through host memory";
+    o.prefix = [](int rank) {
+      if (rank != 1) return std::vector<std::string>{};
+      return std::vector<std::string>{"env", "CUDA_VISIBLE_DEVICES=", "THESEUS_FAKE_CUDA_DEVICES=0"};
+    };
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 3, o));
+  }
 }

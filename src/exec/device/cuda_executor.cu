@@ -35,8 +35,9 @@
 // The executor relaxes this thread's capture mode while it runs (it queries
 // events and allocates, which stricter modes forbid during a capture).
 //
-// Enabled with THESEUS_DEVICE_EXECUTOR=cuda (correct on an H200, not fast yet;
-// scripts/gpu-check.sh exercises it). Only this file and cuda_kernel.cu touch
+// Runs the device buffers of communicators whose ranks all use CUDA
+// (THESEUS_DEVICE_EXECUTOR=auto, the default, or cuda; device_executor.h);
+// scripts/gpu-check.sh exercises it on a GPU. Only this file and cuda_kernel.cu touch
 // the CUDA runtime.
 #include <cuda_runtime.h>
 

@@ -6,12 +6,9 @@
 // lanes' health and the stall timeout like the host progress engine — a failed
 // peer ends a plan at once only while the plan still waits on it.
 #include <sched.h>
-#include <strings.h>
 
-#include <string>
 #include <vector>
 
-#include "common/knobs.h"
 #include "common/log.h"
 #include "exec/device/dev_lower.h"
 #include "exec/device/dev_split.h"
@@ -21,12 +18,6 @@
 
 namespace theseus::exec {
 namespace {
-
-const StringKnob kDeviceExecutor("THESEUS_DEVICE_EXECUTOR", "off",
-                                 "The device executor: 'off' (device buffers are staged through host memory), "
-                                 "'cuda' (its interpreter as a CUDA kernel on the operations' streams; opt-in "
-                                 "until it is fast, docs/cuda-executor.md) or 'emulate' (its interpreter on host threads over shared host memory "
-                                 "for every collective; tests). Must be equal on all ranks");
 
 struct LaneState {
   size_t current = 0;
@@ -166,22 +157,6 @@ Status EmulatedDeviceExecutor::run(std::vector<Lane>& lanes, const ExecOptions& 
 }
 
 }  // namespace
-
-DeviceExecutorMode deviceExecutorMode() {
-  static const DeviceExecutorMode mode = [] {
-    std::string v = kDeviceExecutor.get();
-    if (strcasecmp(v.c_str(), "emulate") == 0) return DeviceExecutorMode::kEmulate;
-    if (strcasecmp(v.c_str(), "cuda") == 0) {
-      if (cudaDeviceExecutor() != nullptr) return DeviceExecutorMode::kCuda;
-      TH_WARN("THESEUS_DEVICE_EXECUTOR=cuda but this build has no CUDA; device buffers are staged");
-      return DeviceExecutorMode::kOff;
-    }
-    if (!v.empty() && strcasecmp(v.c_str(), "off") != 0)
-      TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of off, cuda, emulate; the device executor stays off", v.c_str());
-    return DeviceExecutorMode::kOff;
-  }();
-  return mode;
-}
 
 Executor& emulatedDeviceExecutor() {
   static EmulatedDeviceExecutor executor;

@@ -46,7 +46,7 @@ TEST(Wire, ReaderNeverReadsPastTheEnd) {
 }
 
 TEST(Wire, CodecsRoundTripAndValidate) {
-  PeerInfo p{3, 1234, 1, 0xabcdefull, 0x1234ull, "hostA", "10.0.0.1:5555"};
+  PeerInfo p{3, 1234, 1, 0xabcdefull, 0x1234ull, "hostA", "10.0.0.1:5555", true};
   wire::RootJoin j;
   j.rank = 3;
   j.nranks = 8;
@@ -60,6 +60,17 @@ TEST(Wire, CodecsRoundTripAndValidate) {
   EXPECT_EQ(back.peer.listenAddress, p.listenAddress);
   EXPECT_EQ(back.peer.hostHash, p.hostHash);
   EXPECT_EQ(back.peer.machineHash, p.machineHash);
+  EXPECT_TRUE(back.peer.usesCuda);
+  j.peer.usesCuda = false;
+  ASSERT_TRUE(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).isOk());
+  EXPECT_FALSE(back.peer.usesCuda);
+  // The flag is one byte, 0 or 1, after the join's four ints, its ids hash, its 128-byte id with its length, and
+  // the peer's rank, pid and device: anything else is garbage.
+  std::string bad = wire::encodeRootJoin(j);
+  const size_t flagAt = 4 * 4 + 8 + 4 + 128 + 3 * 4;
+  ASSERT_EQ(bad[flagAt], '\0');
+  bad[flagAt] = 2;
+  EXPECT_EQ(wire::decodeRootJoin(bad, &back).code(), ncclRemoteError);
   j.rank = 9;  // out of range
   j.peer.rank = 9;
   EXPECT_EQ(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).code(), ncclRemoteError);

@@ -109,7 +109,7 @@ TEST(Staging, GroupedOperationsSeeEachOthersResults) {
   plans.push_back(copyPlan(b, c, n, streamOf(2), scalar));   // c = 3 * b
   std::vector<Lane> lanes = laneOf(plans);
   // This process never loaded the CUDA driver: the real staging executor is not offered.
-  EXPECT_FALSE(executorFor(lanes[0].memory).isOk());
+  EXPECT_FALSE(executorFor(lanes[0].memory, DeviceExecutorMode::kOff).isOk());
   Status st = staging->run(lanes, {});
   ASSERT_TRUE(st.isOk()) << st.message();
   for (size_t i = 0; i < n; ++i) {
