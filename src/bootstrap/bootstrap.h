@@ -52,6 +52,7 @@ struct PeerInfo {
   std::string hostname;
   std::string listenAddress;   // "ip:port" of this rank's listen socket for this communicator
   bool usesCuda = false;       // the process loaded CUDA and sees a device (InitOptions::usesCuda)
+  uint64_t gpuHash = 0;        // the communicator's GPU by its PCI bus id (InitOptions::gpuHash), 0: none
 };
 
 // Control-plane message types. Values below 16 are reserved for the bootstrap itself.
@@ -66,6 +67,7 @@ struct InitOptions {
   int64_t timeoutMs = 0;        // THESEUS_BOOTSTRAP_TIMEOUT_MS when 0
   int cudaDev = -1;             // reported in PeerInfo
   bool usesCuda = false;        // reported in PeerInfo (what THESEUS_DEVICE_EXECUTOR=auto decides by)
+  uint64_t gpuHash = 0;         // reported in PeerInfo: which ranks of a host share a GPU
   const AbortFlag* abort = nullptr;  // ncclCommAbort from another thread unblocks init
 };
 

@@ -69,6 +69,7 @@ PeerInfo TcpBootstrap::selfInfo(int rank) const {
   p.pid = getpid();
   p.cudaDev = options_.cudaDev;
   p.usesCuda = options_.usesCuda;
+  p.gpuHash = options_.gpuHash;
   p.hostHash = hostIdentity().hash;
   p.machineHash = hostIdentity().machineHash;
   p.hostname = hostIdentity().hostname.substr(0, wire::kMaxHostnameBytes);

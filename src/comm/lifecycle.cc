@@ -25,6 +25,7 @@
 #include "comm/metrics_source.h"
 #include "comm/lifecycle_internal.h"
 #include "comm/root_cause.h"
+#include "comm/shared_gpus.h"
 #include "comm/timeouts.h"
 #include "common/log.h"
 #include "common/nccl_variables.h"
@@ -225,13 +226,16 @@ Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUn
   log::setThreadDevice(cudaDev);
   bootstrap::InitOptions options;
   options.cudaDev = cudaDev;
-  options.usesCuda = processUsesCuda();
+  reportCuda(&options, cudaDev);
   options.abort = &st->bootstrapAbort;
   options.timeoutMs = boundedWaitMs(st->comm->timeoutMs(), bootstrap::bootstrapTimeoutMs());
   return finishInit(st->comm, bootstrap::createFromUniqueIds(ids, nIds, rank, nranks, options), cudaDev);
 }
 
-bool processUsesCuda() { return device::CudaDriver::visibleDevices() > 0; }
+void reportCuda(bootstrap::InitOptions* options, int cudaDev) {
+  options->usesCuda = device::CudaDriver::visibleDevices() > 0;
+  if (options->usesCuda) options->gpuHash = gpuHashOf(device::CudaDriver::get()->pciBusId(cudaDev));
+}
 
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev) {
   if (!boot.isOk()) return failInit(comm, boot.status());
@@ -279,10 +283,11 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   TH_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d cudaDev %d commHash %#llx%s%s - Init COMPLETE",
           static_cast<void*>(comm), bs.rank(), bs.nranks(), bs.nodeCount(), bs.localRanks().size(), bs.localRank(),
           cudaDev, static_cast<unsigned long long>(bs.commHash()), name.empty() ? "" : " commName ", name.c_str());
-  if (deviceMode == exec::DeviceExecutorMode::kCuda)
+  if (deviceMode == exec::DeviceExecutorMode::kCuda) {
     TH_INFO(log::kInit, "comm %p rank %d device buffers: the CUDA executor (asynchronous on the operations' streams)",
             static_cast<void*>(comm), bs.rank());
-  else
+    if (const device::CudaDriver* cuda = device::CudaDriver::get()) noteSharedGpus(bs, cuda->pciBusId(cudaDev));
+  } else
     TH_INFO(log::kInit, "comm %p rank %d device buffers: the %s executor (%s)", static_cast<void*>(comm), bs.rank(),
             exec::deviceExecutorModeName(deviceMode), comm->deviceExecutorWhyNot().c_str());
   return Status::ok();

@@ -73,7 +73,7 @@ Status makeChild(Communicator* parent, const std::shared_ptr<LifecycleState>& ch
                  uint64_t childId) {
   bootstrap::InitOptions options;
   options.cudaDev = parent->cudaDev();
-  options.usesCuda = processUsesCuda();
+  reportCuda(&options, parent->cudaDev());
   options.abort = &child->bootstrapAbort;
   child->comm->setTimeoutMs(parent->timeoutMs());  // a child inherits its parent's timeout
   options.timeoutMs = boundedWaitMs(child->comm->timeoutMs(), bootstrap::bootstrapTimeoutMs());

@@ -279,6 +279,13 @@ int CudaDriver::computeCapability(int dev) const {
   return major * 10 + minor;
 }
 
+std::string CudaDriver::pciBusId(int dev) const {
+  auto fn = reinterpret_cast<CuResult (*)(char*, int, int)>(symbol("cuDeviceGetPCIBusId"));
+  char id[64] = {0};
+  if (fn == nullptr || dev < 0 || fn(id, sizeof(id) - 1, dev) != 0) return "";
+  return id;
+}
+
 Status CudaDriver::free(void* p) const {
   auto fn = reinterpret_cast<CuResult (*)(CuDevicePtr)>(memFree_);
   return check(fn(reinterpret_cast<CuDevicePtr>(p)), "cuMemFree");

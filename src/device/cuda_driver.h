@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "common/status.h"
 #include "device/memory_kind.h"
@@ -83,6 +84,9 @@ class CudaDriver {
   Result<void*> allocOn(int dev, size_t bytes) const;  // alloc() within withDevice(dev)
   // Device `dev`'s compute capability as major * 10 + minor (90: Hopper); -1 when the driver does not say.
   int computeCapability(int dev) const;
+  // Device `dev`'s PCI bus id ("0000:4a:00.0": the same GPU in every process, whatever each one's device
+  // numbering), or "" when the driver does not say.
+  std::string pciBusId(int dev) const;
   Status free(void* p) const;
   // CUDA IPC for memory from alloc() (cuIpcGetMemHandle): a handle another
   // process opens (cuIpcOpenMemHandle, peer access enabled lazily) to reach the

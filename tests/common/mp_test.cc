@@ -108,6 +108,11 @@ SpawnResult runRanks(const char* fnName, int nranks, const SpawnOptions& options
 
     std::vector<std::string> argv;
     if (options.prefix) argv = options.prefix(rank);
+    // THESEUS_TEST_RANK_PREFIX: a command every rank runs under, words split at spaces, after the test's own
+    // prefix (profiling a rank: "valgrind --tool=callgrind --toggle-collect=ncclAllReduce").
+    if (const char* extra = getenv("THESEUS_TEST_RANK_PREFIX"))
+      for (std::istringstream words(extra); words.good();)
+        if (std::string w; words >> w) argv.push_back(w);
     argv.push_back(exe);
     std::vector<char*> cargv, cenv;
     for (auto& a : argv) cargv.push_back(a.data());

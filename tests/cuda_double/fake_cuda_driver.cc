@@ -1,6 +1,7 @@
 // The CUDA driver API of the test double: what Theseus' driver leaf
 // (src/device/cuda_driver.cc) looks up with dlsym, over the same state as the
 // runtime half (fake_cuda_core.h). CUresult values are plain ints here.
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -306,6 +307,15 @@ FAKE_API int cuDeviceGet(int* device, int ordinal) {
   FAKE_API_CALL();
   if (ordinal < 0 || ordinal >= fakecuda::deviceCount()) return 101;  // CUDA_ERROR_INVALID_DEVICE
   *device = ordinal;
+  return kSuccess;
+}
+
+// Every process sees the same devices at the same (made-up) PCI addresses: device d is 0000:(0x10 + d):00.0.
+FAKE_API int cuDeviceGetPCIBusId(char* id, int len, int device) {
+  FAKE_API_CALL();
+  if (device < 0 || device >= fakecuda::deviceCount()) return 101;
+  if (id == nullptr || len < 13) return 1;  // CUDA_ERROR_INVALID_VALUE
+  snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", 0x10 + device);
   return kSuccess;
 }
 

@@ -4,6 +4,7 @@
 // enough: each process has its own context).
 #include <cuda_runtime.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -1148,8 +1149,8 @@ THESEUS_RANK_FN(executor_choice) {
   const bool gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
   const bool expectCuda = getenv("THESEUS_TEST_EXPECT_CUDA_EXECUTOR") != nullptr;
   cudaStream_t stream = nullptr;
-  if (gpu) {
-    CUDA_OK(cudaSetDevice(0));
+  if (gpu) {  // GPU 0, or THESEUS_TEST_DEVICE_PER_RANK: one per rank as far as they go
+    CUDA_OK(cudaSetDevice(getenv("THESEUS_TEST_DEVICE_PER_RANK") != nullptr ? ctx.rank % ndev : 0));
     CUDA_OK(cudaStreamCreate(&stream));
   }
   ncclComm_t comm;
@@ -1255,5 +1256,48 @@ TEST(Gpu, TheDefaultExecutorIsCudaWhereEveryRankUsesCuda) {
     };
     EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
     EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 3, o));
+  }
+}
+
+// Ranks in different processes on one GPU: said once at WARN without MPS (their kernels time-slice), at INFO
+// with an MPS control daemon; not said for ranks on GPUs of their own. The log is checked on the double (its
+// devices have made-up PCI bus ids); a GPU machine checks the results.
+TEST(Gpu, ProcessesSharingAGpuAreToldAboutMps) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-mps-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pipes = std::string(dir) + "/pipes";
+  ASSERT_EQ(mkdir(pipes.c_str(), 0700), 0);
+  theseus::test::SpawnOptions o;
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = "INIT";
+  o.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  o.env["CUDA_MPS_PIPE_DIRECTORY"] = pipes;
+  o.env["THESEUS_TEST_EXPECT_CUDA_EXECUTOR"] = "1";
+  {
+    SCOPED_TRACE("one GPU, no MPS");
+    auto w = o;
+    w.env["THESEUS_TEST_EXPECT_LOG"] =
+        "~rank [01] shares GPU 0000:10:00.0 with rank [01] of another process, and no MPS control daemon was found";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, w));
+  }
+  {
+    SCOPED_TRACE("one GPU, MPS");
+    auto w = o;
+    FILE* control = fopen((pipes + "/control").c_str(), "w");
+    ASSERT_NE(control, nullptr);
+    fclose(control);
+    w.env["THESEUS_TEST_EXPECT_LOG"] = "~rank [01] shares GPU 0000:10:00.0 with rank [01] of another process; MPS is running";
+    w.env["THESEUS_TEST_FORBID_LOG"] = "no MPS control daemon";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, w));
+    unlink((pipes + "/control").c_str());
+  }
+  {
+    SCOPED_TRACE("a GPU each");
+    auto w = o;
+    w.env["THESEUS_FAKE_CUDA_DEVICES"] = "2";
+    w.env["THESEUS_TEST_DEVICE_PER_RANK"] = "1";
+    w.env["THESEUS_TEST_FORBID_LOG"] = "shares GPU";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, w));
   }
 }

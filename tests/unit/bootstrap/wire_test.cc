@@ -61,6 +61,10 @@ TEST(Wire, CodecsRoundTripAndValidate) {
   EXPECT_EQ(back.peer.hostHash, p.hostHash);
   EXPECT_EQ(back.peer.machineHash, p.machineHash);
   EXPECT_TRUE(back.peer.usesCuda);
+  EXPECT_EQ(back.peer.gpuHash, 0u);
+  j.peer.gpuHash = 0x5eed5eed5eedull;
+  ASSERT_TRUE(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).isOk());
+  EXPECT_EQ(back.peer.gpuHash, 0x5eed5eed5eedull);
   j.peer.usesCuda = false;
   ASSERT_TRUE(wire::decodeRootJoin(wire::encodeRootJoin(j), &back).isOk());
   EXPECT_FALSE(back.peer.usesCuda);
