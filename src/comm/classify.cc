@@ -68,9 +68,10 @@ Status checkHostPointers(const std::vector<CommOps>& work) {
 // group and device: a group of many operations on one stream asks the driver
 // about it twice, not twice per operation.
 Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures,
-                     device::MemoryKindMask* kinds) {
+                     device::MemoryKindMask* kinds, bool* captured) {
   captures->clear();
   *kinds = 0;
+  *captured = false;
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) {  // no device memory can exist
     static const bool checkPointers = kCheckPointers.get();
@@ -113,6 +114,7 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
       if (capture == nullptr) {
         captures->push_back(cuda->captureState(op.stream));
         capture = &captures->back();
+        *captured |= capture->status != device::StreamCapture::Status::kNone;
       }
       // The stream must be the communicator's device's (NCCL's rule; within a group the calling thread's
       // current device does not matter: one thread may drive communicators on several devices).
@@ -141,12 +143,6 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
                         "(cudaHostAlloc/cudaHostRegister)",
                         pageable->sendMemory == device::MemoryKind::kHost ? pageable->sendbuff : pageable->recvbuff);
   return Status::ok();
-}
-
-bool anyCaptured(const std::vector<device::StreamCapture>& captures) {
-  for (const auto& c : captures)
-    if (c.status != device::StreamCapture::Status::kNone) return true;
-  return false;
 }
 
 // A group on streams being captured into a CUDA graph, for an executor that

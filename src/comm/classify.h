@@ -16,13 +16,11 @@
 
 namespace theseus::comm {
 
-// Sets every operation's sendMemory/recvMemory, fills `captures` (one entry per stream) and `kinds` (the kinds
-// of the buffers the ranks use; 0 when none is known); an error for the bad input above, before anything ran.
+// Sets every operation's sendMemory/recvMemory, fills `captures` (one entry per stream), `kinds` (the kinds of
+// the buffers the ranks use; 0 when none is known) and `captured` (a stream is being captured into a CUDA
+// graph); an error for the bad input above, before anything ran.
 Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCapture>* captures,
-                     device::MemoryKindMask* kinds);
-
-// True when one of the streams is being captured into a CUDA graph.
-bool anyCaptured(const std::vector<device::StreamCapture>& captures);
+                     device::MemoryKindMask* kinds, bool* captured);
 
 // For an executor that runs a group when called (it cannot be captured): an error when one of the group's
 // streams is being captured, from `captures` as classifyGroup read them. `memory`: the group's memory kinds;

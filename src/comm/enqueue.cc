@@ -47,7 +47,7 @@ exec::DeviceExecutorMode groupDeviceExecutor(const std::vector<CommOps>& work, c
 
 // Once per process, at WARN: the first operation whose device buffers took the
 // synchronous staging path, and why it did not get the CUDA executor.
-void warnStagedOnce(const std::vector<exec::Lane>& lanes, const std::string& why) {
+[[gnu::cold, gnu::noinline]] void warnStagedOnce(const std::vector<exec::Lane>& lanes, const std::string& why) {
   static std::atomic<bool> warned{false};
   if (warned.load(std::memory_order_relaxed) || warned.exchange(true)) return;
   std::string what = "a group";
@@ -61,23 +61,38 @@ void warnStagedOnce(const std::vector<exec::Lane>& lanes, const std::string& why
           what.c_str(), why.empty() ? "the CUDA executor cannot run this group" : why.c_str());
 }
 
+[[gnu::cold, gnu::noinline]] Status refuseUnrepeatableCapture(const std::vector<CommOps>& work,
+                                                             const std::vector<device::StreamCapture>& captures,
+                                                             device::MemoryKindMask kinds, exec::DeviceExecutorMode mode,
+                                                             const std::string& whyNotCuda) {
+  exec::Executor* planned;
+  TH_ASSIGN(planned, exec::executorFor(kinds, mode));
+  return planned->capturable() ? Status::ok() : refuseCapture(work, captures, kinds, whyNotCuda);
+}
+
 }  // namespace
 
 Status executeOps(std::vector<CommOps>& work) {
-  thread_local std::vector<device::StreamCapture> captures;  // per stream of the group
+  // The calling thread's scratch, reused by every group: one thread-local, so the group pays for one
+  // look-up of the thread's storage (__tls_get_addr in a shared library), not one per use.
+  struct Scratch {
+    std::vector<device::StreamCapture> captures;  // per stream of the group
+    std::vector<exec::Lane> lanes;                // per communicator
+    std::vector<LaunchEvents> events;             // per communicator, when profiled
+  };
+  thread_local Scratch scratch;
+  Scratch& t = scratch;
+  std::vector<device::StreamCapture>& captures = t.captures;
+  std::vector<exec::Lane>& lanes = t.lanes;
   device::MemoryKindMask kinds;
-  TH_CHECK(classifyGroup(work, &captures, &kinds));  // before anything runs
+  bool captured;
+  TH_CHECK(classifyGroup(work, &captures, &kinds, &captured));  // before anything runs
   const Communicator* notCuda = nullptr;
   const exec::DeviceExecutorMode mode = groupDeviceExecutor(work, &notCuda);
   const std::string& whyNotCuda = notCuda != nullptr ? notCuda->deviceExecutorWhyNot() : kNoReason;
   // A capture that the group's executor could not repeat is refused before the lowering numbers the group's
   // collectives: the communicators stay in step with their peers, as if the call had not been made.
-  if (anyCaptured(captures)) {
-    exec::Executor* planned;
-    TH_ASSIGN(planned, exec::executorFor(kinds, mode));
-    if (!planned->capturable()) return refuseCapture(work, captures, kinds, whyNotCuda);
-  }
-  thread_local std::vector<exec::Lane> lanes;
+  if (__builtin_expect(captured, 0)) TH_CHECK(refuseUnrepeatableCapture(work, captures, kinds, mode, whyNotCuda));
   lanes.resize(work.size());
   device::MemoryKindMask memory = 0;
   for (size_t i = 0; i < work.size(); ++i) {
@@ -97,7 +112,7 @@ Status executeOps(std::vector<CommOps>& work) {
     if (!st.isOk()) return st;  // aborted before anything ran
   }
   const bool profiled = anyProfiled(work);
-  thread_local std::vector<LaunchEvents> events;
+  std::vector<LaunchEvents>& events = t.events;
   if (profiled) {
     events.resize(work.size());
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStart(work[i], lanes[i], &events[i]);
