@@ -19,6 +19,7 @@
 #include "comm/profiling.h"
 #include "comm/timeouts.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "exec/device/device_executor.h"
 #include "exec/executor.h"
 #include "exec/progress.h"
@@ -73,15 +74,15 @@ exec::DeviceExecutorMode groupDeviceExecutor(const std::vector<CommOps>& work, c
 }  // namespace
 
 Status executeOps(std::vector<CommOps>& work) {
-  // The calling thread's scratch, reused by every group: one thread-local, so the group pays for one
-  // look-up of the thread's storage (__tls_get_addr in a shared library), not one per use.
+  // The calling thread's scratch, reused by every group: one thread-local looked up once
+  // (common/tls.h).
   struct Scratch {
     std::vector<device::StreamCapture> captures;  // per stream of the group
     std::vector<exec::Lane> lanes;                // per communicator
     std::vector<LaunchEvents> events;             // per communicator, when profiled
   };
   thread_local Scratch scratch;
-  Scratch& t = scratch;
+  Scratch& t = keptAddress(scratch);
   std::vector<device::StreamCapture>& captures = t.captures;
   std::vector<exec::Lane>& lanes = t.lanes;
   device::MemoryKindMask kinds;

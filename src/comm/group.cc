@@ -24,6 +24,7 @@
 #include "comm/profiling.h"
 #include "comm/lifecycle_internal.h"
 #include "common/log.h"
+#include "common/tls.h"
 
 namespace theseus::comm {
 namespace {
@@ -242,10 +243,17 @@ Status groupSimulateEnd(ncclSimInfo_t* info) {
 }
 
 Status enqueueOp(Communicator* comm, const OpDesc& op) {
-  if (tGroup.depth == 0) {
+  GroupState& group = keptAddress(tGroup);  // one look-up of the thread-local (common/tls.h)
+  if (group.depth == 0) {
     // An implicit group of one: reuse this thread's batch so a plain collective allocates nothing.
-    thread_local std::vector<CommOps> single(1);
-    thread_local bool busy = false;
+    struct Implicit {
+      std::vector<CommOps> single = std::vector<CommOps>(1);
+      bool busy = false;
+    };
+    thread_local Implicit implicit;
+    Implicit& mine = keptAddress(implicit);
+    std::vector<CommOps>& single = mine.single;
+    bool& busy = mine.busy;
     std::vector<CommOps> own;
     std::vector<CommOps>& work = busy ? own : single;  // re-entered from executeOps: use a fresh one
     work.resize(1);
@@ -266,15 +274,16 @@ Status enqueueOp(Communicator* comm, const OpDesc& op) {
     if (st != nullptr) st->opsInFlight.fetch_sub(1);
     return s;
   }
-  auto it = std::find_if(tGroup.ops.begin(), tGroup.ops.end(), [&](const CommOps& c) { return c.comm == comm; });
-  if (it == tGroup.ops.end()) {
-    tGroup.ops.push_back(CommOps{comm, {}, nullptr});
-    it = tGroup.ops.end() - 1;
-    if (!tSpareOpLists.empty()) {
-      it->ops.swap(tSpareOpLists.back());
-      tSpareOpLists.pop_back();
+  auto it = std::find_if(group.ops.begin(), group.ops.end(), [&](const CommOps& c) { return c.comm == comm; });
+  if (it == group.ops.end()) {
+    group.ops.push_back(CommOps{comm, {}, nullptr});
+    it = group.ops.end() - 1;
+    std::vector<std::vector<OpDesc>>& spare = tSpareOpLists;
+    if (!spare.empty()) {
+      it->ops.swap(spare.back());
+      spare.pop_back();
     }
-    profileGroupJoined(*it, tGroup.depth);
+    profileGroupJoined(*it, group.depth);
   }
   it->ops.push_back(op);
   profileApiStart(comm, it->ops.back(), it->groupApiEvent);

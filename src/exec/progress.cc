@@ -4,6 +4,7 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "exec/step_ops.h"
 #include "transport/transport_manager.h"
 
@@ -293,7 +294,8 @@ Status progressLanes(std::vector<Lane>& lanes, const Primitives& prims, const Ex
   static const int64_t spinIters = kSpinIters.get();
   static const int64_t sleepUs = kSleepUs.get();
 
-  thread_local std::vector<LaneRun> runs;
+  thread_local std::vector<LaneRun> tRuns;
+  std::vector<LaneRun>& runs = keptAddress(tRuns);  // one look-up of the thread-local (common/tls.h)
   runs.resize(lanes.size());
   transport::TransportManager* onlyManager = nullptr;
   bool oneManager = true;
