@@ -5,10 +5,11 @@
 // buffers on the CUDA executor, or the staging executor where a communicator
 // cannot have it), so a thread that drives several ranks (ncclCommInitAll,
 // nccl-tests -g/-t) moves them all. Host-memory operations complete before
-// this returns; the CUDA executor's once queued on their streams. Each finished plan goes to the
-// communicator's telemetry (when the adaptive machinery is on); a straggling
-// rank of THESEUS_EMULATE stalls before its plans run. An NCCL profiler plugin
-// sees the launch's events around the executor's run (comm/profiling.h).
+// this returns; the CUDA executor's return once queued on their streams. Each
+// finished plan goes to the communicator's telemetry (when the adaptive
+// machinery is on); a straggling rank of THESEUS_EMULATE stalls before its
+// plans run. An NCCL profiler plugin sees the launch's events around the
+// executor's run (comm/profiling.h).
 #include <atomic>
 #include <string>
 
@@ -62,6 +63,8 @@ exec::DeviceExecutorMode groupDeviceExecutor(const std::vector<CommOps>& work, c
           what.c_str(), why.empty() ? "the CUDA executor cannot run this group" : why.c_str());
 }
 
+// A group on a stream being captured, refused before it is lowered when the executor its memory kinds and
+// communicators give it cannot be captured.
 [[gnu::cold, gnu::noinline]] Status refuseUnrepeatableCapture(const std::vector<CommOps>& work,
                                                              const std::vector<device::StreamCapture>& captures,
                                                              device::MemoryKindMask kinds, exec::DeviceExecutorMode mode,
