@@ -53,6 +53,7 @@ struct PeerInfo {
   std::string listenAddress;   // "ip:port" of this rank's listen socket for this communicator
   bool usesCuda = false;       // the process loaded CUDA and sees a device (InitOptions::usesCuda)
   uint64_t gpuHash = 0;        // the communicator's GPU by its PCI bus id (InitOptions::gpuHash), 0: none
+  uint8_t deviceSetting = 0;   // THESEUS_DEVICE_EXECUTOR as this rank read it (InitOptions::deviceSetting)
 };
 
 // Control-plane message types. Values below 16 are reserved for the bootstrap itself.
@@ -68,6 +69,7 @@ struct InitOptions {
   int cudaDev = -1;             // reported in PeerInfo
   bool usesCuda = false;        // reported in PeerInfo (what THESEUS_DEVICE_EXECUTOR=auto decides by)
   uint64_t gpuHash = 0;         // reported in PeerInfo: which ranks of a host share a GPU
+  uint8_t deviceSetting = 0;    // reported in PeerInfo: every rank must have the same (opaque here)
   const AbortFlag* abort = nullptr;  // ncclCommAbort from another thread unblocks init
 };
 

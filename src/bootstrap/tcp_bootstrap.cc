@@ -70,6 +70,7 @@ PeerInfo TcpBootstrap::selfInfo(int rank) const {
   p.cudaDev = options_.cudaDev;
   p.usesCuda = options_.usesCuda;
   p.gpuHash = options_.gpuHash;
+  p.deviceSetting = options_.deviceSetting;
   p.hostHash = hostIdentity().hash;
   p.machineHash = hostIdentity().machineHash;
   p.hostname = hostIdentity().hostname.substr(0, wire::kMaxHostnameBytes);

@@ -32,6 +32,7 @@ bool Reader::getStr(std::string* s, size_t maxBytes) {
 
 void putPeer(Writer& w, const PeerInfo& p) {
   w.put<int32_t>(p.rank).put<int32_t>(p.pid).put<int32_t>(p.cudaDev).put<uint8_t>(p.usesCuda ? 1 : 0);
+  w.put<uint8_t>(p.deviceSetting);
   w.put<uint64_t>(p.hostHash).put<uint64_t>(p.machineHash).put<uint64_t>(p.gpuHash);
   w.putStr(p.hostname).putStr(p.listenAddress);
 }
@@ -39,7 +40,8 @@ void putPeer(Writer& w, const PeerInfo& p) {
 bool getPeer(Reader& r, PeerInfo* p) {
   int32_t rank, pid, dev;
   uint8_t usesCuda;
-  if (!r.get(&rank) || !r.get(&pid) || !r.get(&dev) || !r.get(&usesCuda) || usesCuda > 1 || !r.get(&p->hostHash) ||
+  if (!r.get(&rank) || !r.get(&pid) || !r.get(&dev) || !r.get(&usesCuda) || usesCuda > 1 ||
+      !r.get(&p->deviceSetting) || !r.get(&p->hostHash) ||
       !r.get(&p->machineHash) || !r.get(&p->gpuHash))
     return false;
   p->usesCuda = usesCuda != 0;

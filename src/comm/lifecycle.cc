@@ -233,6 +233,7 @@ Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUn
 }
 
 void reportCuda(bootstrap::InitOptions* options, int cudaDev) {
+  options->deviceSetting = static_cast<uint8_t>(exec::deviceExecutorSetting());
   options->usesCuda = device::CudaDriver::visibleDevices() > 0;
   if (options->usesCuda) options->gpuHash = gpuHashOf(device::CudaDriver::get()->pciBusId(cudaDev));
 }
@@ -244,8 +245,19 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   comm->setBootstrap(std::move(b));
   bootstrap::Bootstrap& bs = *comm->bootstrap();
 
+  // Every rank must read THESEUS_DEVICE_EXECUTOR alike: the setting decides whether device FIFOs are set up
+  // (exchanges of their own) and how operations are lowered, so a difference is an error here, on every
+  // rank at once, before anything could go out of step.
   std::vector<bool> usesCuda;
-  for (const bootstrap::PeerInfo& p : bs.peers()) usesCuda.push_back(p.usesCuda);
+  const bootstrap::PeerInfo& me = bs.peers()[bs.rank()];
+  for (const bootstrap::PeerInfo& p : bs.peers()) {
+    usesCuda.push_back(p.usesCuda);
+    if (p.deviceSetting == me.deviceSetting) continue;
+    auto name = [](uint8_t s) { return exec::deviceExecutorSettingName(static_cast<exec::DeviceExecutorSetting>(s)); };
+    return failInit(comm, invalidUsage("THESEUS_DEVICE_EXECUTOR differs between ranks (rank %d: %s, rank %d: %s); it "
+                                       "must be equal on all ranks",
+                                       bs.rank(), name(me.deviceSetting), p.rank, name(p.deviceSetting)));
+  }
   comm->setDeviceExecutor(exec::chooseDeviceExecutor(exec::deviceExecutorSetting(),
                                                      exec::cudaDeviceExecutor() != nullptr, usesCuda));
   const exec::DeviceExecutorMode deviceMode = comm->deviceExecutor();

@@ -75,9 +75,10 @@ Status reclaim(const std::shared_ptr<LifecycleState>& state, bool abort);
 
 // The last step of every creation: transports, engine, ready (or failed with `failure`).
 Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstrap>> boot, int cudaDev);
-// What a rank reports of CUDA at bootstrap: whether its process uses CUDA (loaded the driver, which sees a
-// device: every rank's report decides THESEUS_DEVICE_EXECUTOR=auto for the communicator), and its GPU `cudaDev`
-// by PCI bus id (which ranks of a host share one, comm/shared_gpus.h).
+// What a rank reports of CUDA at bootstrap: its THESEUS_DEVICE_EXECUTOR (which every rank must share), whether
+// its process uses CUDA (loaded the driver, which sees a device: every rank's report decides
+// THESEUS_DEVICE_EXECUTOR=auto for the communicator), and its GPU `cudaDev` by PCI bus id (which ranks of a
+// host share one, comm/shared_gpus.h).
 void reportCuda(bootstrap::InitOptions* options, int cudaDev);
 // The rendezvous over `ids`, then finishInit (the caller holds the job scope).
 Status initFromUniqueIds(const std::shared_ptr<LifecycleState>& st, const ncclUniqueId* ids, int nIds, int rank,

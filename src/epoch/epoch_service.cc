@@ -54,9 +54,11 @@ void hostsOf(const bootstrap::Bootstrap& b, std::vector<std::string>* names) {
 // Settings every rank must share, because both ends of a connection or every rank of a
 // collective derive the same sizes from them; checked at creation like THESEUS_EPOCH, so a
 // difference is an error naming the variable instead of a "mismatched collective" later.
-const char* const kMustAgree[] = {"THESEUS_SLICE_BYTES",     "THESEUS_SHM_SLOTS",       "THESEUS_SHM_SLOT_BYTES",
-                                  "THESEUS_SOCKET_SLOTS",    "THESEUS_SOCKET_SLOT_BYTES", "NCCL_BUFFSIZE",
-                                  "THESEUS_DEVICE_EXECUTOR", "THESEUS_MAX_CHANNELS",  "THESEUS_LINK_PROBE_MS"};
+// THESEUS_DEVICE_EXECUTOR is checked before the transports exist, from the bootstrap's peer table
+// (comm/lifecycle.cc), since it decides whether they set up device FIFOs.
+const char* const kMustAgree[] = {"THESEUS_SLICE_BYTES",  "THESEUS_SHM_SLOTS",         "THESEUS_SHM_SLOT_BYTES",
+                                  "THESEUS_SOCKET_SLOTS", "THESEUS_SOCKET_SLOT_BYTES", "NCCL_BUFFSIZE",
+                                  "THESEUS_MAX_CHANNELS", "THESEUS_LINK_PROBE_MS"};
 
 nlohmann::json sharedSettings() {
   nlohmann::json s = nlohmann::json::object();

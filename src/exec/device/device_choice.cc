@@ -72,6 +72,16 @@ DeviceExecutorChoice chooseDeviceExecutor(DeviceExecutorSetting setting, bool cu
   return c;
 }
 
+const char* deviceExecutorSettingName(DeviceExecutorSetting setting) {
+  switch (setting) {
+    case DeviceExecutorSetting::kAuto: return "auto";
+    case DeviceExecutorSetting::kOff: return "off";
+    case DeviceExecutorSetting::kCuda: return "cuda";
+    case DeviceExecutorSetting::kEmulate: return "emulate";
+  }
+  return "?";
+}
+
 const char* deviceExecutorModeName(DeviceExecutorMode mode) {
   switch (mode) {
     case DeviceExecutorMode::kOff: return "staging";

@@ -53,6 +53,7 @@ inline bool deviceExecutorRuns(DeviceExecutorMode mode, device::MemoryKind kind)
 }
 
 const char* deviceExecutorModeName(DeviceExecutorMode mode);
+const char* deviceExecutorSettingName(DeviceExecutorSetting setting);  // "auto", "off", "cuda", "emulate"
 
 // The emulated device executor (host memory, host threads).
 Executor& emulatedDeviceExecutor();

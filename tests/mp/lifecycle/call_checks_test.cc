@@ -306,7 +306,12 @@ TEST(CallChecks, SettingsThatMustAgreeAreCheckedAtInit) {
   for (const auto& args : std::vector<std::vector<std::string>>{{"THESEUS_SLICE_BYTES", "131072", "65536", "fail"},
                                                                 {"THESEUS_SHM_SLOT_BYTES", "262144", "131072", "fail"},
                                                                 {"NCCL_BUFFSIZE", "4194304", "1048576", "fail"},
-                                                                {"THESEUS_SLICE_BYTES", "128K", "131072", "ok"}}) {
+                                                                {"THESEUS_SLICE_BYTES", "128K", "131072", "ok"},
+                                                                // Checked before the transports are set up, which
+                                                                // it decides (device FIFOs or not).
+                                                                {"THESEUS_DEVICE_EXECUTOR", "auto", "off", "fail"},
+                                                                {"THESEUS_DEVICE_EXECUTOR", "emulate", "off", "fail"},
+                                                                {"THESEUS_DEVICE_EXECUTOR", "AUTO", "auto", "ok"}}) {
     SpawnOptions o;
     o.args = args;
     auto r = runRanks("settings_differ", 3, o);
