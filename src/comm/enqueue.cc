@@ -107,8 +107,9 @@ Status executeOps(std::vector<CommOps>& work) {
   exec::Executor* executor;
   TH_ASSIGN(executor, exec::executorFor(memory, mode));
   // What the lowering added (host scratch of a pinned-memory operation beside device buffers) may still make
-  // the group uncapturable.
-  if (!executor->capturable()) TH_CHECK(refuseCapture(work, captures, memory, whyNotCuda));
+  // a captured group uncapturable.
+  if (__builtin_expect(captured, 0) && !executor->capturable())
+    TH_CHECK(refuseCapture(work, captures, memory, whyNotCuda));
   if ((memory & ~device::kHostAccessibleKinds) != 0 && executor != exec::cudaDeviceExecutor())
     warnStagedOnce(lanes, whyNotCuda);
   for (auto& w : work) {
