@@ -278,10 +278,9 @@ Status enqueueOp(Communicator* comm, const OpDesc& op) {
   if (it == group.ops.end()) {
     group.ops.push_back(CommOps{comm, {}, nullptr});
     it = group.ops.end() - 1;
-    std::vector<std::vector<OpDesc>>& spare = tSpareOpLists;
-    if (!spare.empty()) {
-      it->ops.swap(spare.back());
-      spare.pop_back();
+    if (!tSpareOpLists.empty()) {
+      it->ops.swap(tSpareOpLists.back());
+      tSpareOpLists.pop_back();
     }
     profileGroupJoined(*it, group.depth);
   }
