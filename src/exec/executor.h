@@ -112,7 +112,7 @@ class Executor {
 // Plans on host and pinned host memory.
 Executor& hostExecutor();
 
-// What runs a communicator's plans on device memory (decided at its creation, device/device_executor.h):
+// What runs a communicator's plans on device memory (decided at its creation, exec/device/device_executor.h):
 // the staging executor (off), the CUDA executor, or the emulated device executor for every plan (tests).
 enum class DeviceExecutorMode { kOff, kEmulate, kCuda };
 

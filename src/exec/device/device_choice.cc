@@ -12,6 +12,7 @@
 // exchange is needed for the ranks to agree.
 #include <strings.h>
 
+#include <iterator>
 #include <string>
 
 #include "common/knobs.h"
@@ -28,17 +29,19 @@ const StringKnob kDeviceExecutor(
     "the operations' streams, docs/cuda-executor.md) or 'emulate' (the interpreter on host threads over shared host "
     "memory for every collective; tests). Must be equal on all ranks");
 
+// The knob's values, in DeviceExecutorSetting's order: parsing and naming read the same table.
+constexpr const char* kSettingNames[] = {"auto", "off", "cuda", "emulate"};
+
 }  // namespace
 
 DeviceExecutorSetting deviceExecutorSetting() {
   static const DeviceExecutorSetting setting = [] {
     std::string v = kDeviceExecutor.get();
-    if (v.empty() || strcasecmp(v.c_str(), "auto") == 0) return DeviceExecutorSetting::kAuto;
-    if (strcasecmp(v.c_str(), "emulate") == 0) return DeviceExecutorSetting::kEmulate;
-    if (strcasecmp(v.c_str(), "cuda") == 0) return DeviceExecutorSetting::kCuda;
-    if (strcasecmp(v.c_str(), "off") != 0)
-      TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of auto, off, cuda, emulate; the device executor stays off",
-              v.c_str());
+    if (v.empty()) return DeviceExecutorSetting::kAuto;
+    for (size_t i = 0; i < std::size(kSettingNames); ++i)
+      if (strcasecmp(v.c_str(), kSettingNames[i]) == 0) return static_cast<DeviceExecutorSetting>(i);
+    TH_WARN("THESEUS_DEVICE_EXECUTOR=%s is not one of auto, off, cuda, emulate; the device executor stays off",
+            v.c_str());
     return DeviceExecutorSetting::kOff;
   }();
   return setting;
@@ -73,13 +76,8 @@ DeviceExecutorChoice chooseDeviceExecutor(DeviceExecutorSetting setting, bool cu
 }
 
 const char* deviceExecutorSettingName(DeviceExecutorSetting setting) {
-  switch (setting) {
-    case DeviceExecutorSetting::kAuto: return "auto";
-    case DeviceExecutorSetting::kOff: return "off";
-    case DeviceExecutorSetting::kCuda: return "cuda";
-    case DeviceExecutorSetting::kEmulate: return "emulate";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(setting);
+  return i < std::size(kSettingNames) ? kSettingNames[i] : "?";
 }
 
 const char* deviceExecutorModeName(DeviceExecutorMode mode) {

@@ -29,7 +29,7 @@
 
 namespace theseus::exec {
 
-enum class DeviceExecutorSetting { kAuto, kOff, kCuda, kEmulate };
+enum class DeviceExecutorSetting { kAuto, kOff, kCuda, kEmulate };  // in kSettingNames' order (device_choice.cc)
 
 // THESEUS_DEVICE_EXECUTOR, read once (a value that is none of the four is off, with a WARN).
 DeviceExecutorSetting deviceExecutorSetting();
