@@ -7,6 +7,7 @@
 #include "common/knobs.h"
 #include "common/readable.h"
 #include "device/cuda_driver.h"
+#include "exec/device/device_executor.h"
 #include "exec/reduce.h"
 #include "exec/staging.h"
 #include "schedule/ir.h"
@@ -74,6 +75,7 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
   *captured = false;
   const device::CudaDriver* cuda = device::CudaDriver::get();
   if (cuda == nullptr) {  // no device memory can exist
+    for (auto& w : work) w.kinds = 0;
     static const bool checkPointers = kCheckPointers.get();
     return checkPointers ? checkHostPointers(work) : Status::ok();
   }
@@ -87,17 +89,30 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
   checked.clear();
   thread_local ReadableRanges readable;  // host buffers found readable lately: a warm call makes no system call
   for (auto& w : work) {
+    w.kinds = 0;
+    const bool cudaRunsPinned = w.comm->deviceExecutor() == exec::DeviceExecutorMode::kCuda;
+    const OpDesc* kernelOp = nullptr;  // one whose buffers the CUDA executor runs (device or pinned)
+    const OpDesc* pageableOp = nullptr;
     for (auto& op : w.ops) {
       const device::CudaDriver::MemoryInfo send = cuda->memoryInfo(op.sendbuff);
       const device::CudaDriver::MemoryInfo recv = op.recvbuff == op.sendbuff ? send : cuda->memoryInfo(op.recvbuff);
-      op.sendMemory = send.kind;
-      op.recvMemory = recv.kind;
       const std::array<Buf, 2> bufs = buffersOf(op, w.comm->nranks(), w.comm->rank());
+      // A buffer this rank does not use takes the kind of the one it uses: only used buffers decide how
+      // the operation is lowered (its peers, whose unused buffers may be anything, lower it alike).
+      op.sendMemory = bufs[0].used || !bufs[1].used ? send.kind : recv.kind;
+      op.recvMemory = bufs[1].used || !bufs[0].used ? recv.kind : send.kind;
       const device::CudaDriver::MemoryInfo infos[] = {send, recv};
       for (int i = 0; i < 2; ++i) {
         const Buf& b = bufs[i];
         if (b.p == nullptr || b.bytes == 0) continue;
-        if (b.used) *kinds |= device::maskOf(infos[i].kind);
+        if (b.used) {
+          *kinds |= device::maskOf(infos[i].kind);
+          w.kinds |= device::maskOf(infos[i].kind);
+          if (infos[i].kind == device::MemoryKind::kDevice ||
+              (cudaRunsPinned && infos[i].kind == device::MemoryKind::kHostPinned))
+            kernelOp = &op;
+          if (infos[i].kind == device::MemoryKind::kHost) pageableOp = &op;
+        }
         if (infos[i].kind == device::MemoryKind::kHost) {
           if (b.used && !readable.check(b.p, b.bytes)) return notReadable(b, w.comm->rank());
           pageable = &op;
@@ -136,6 +151,15 @@ Status classifyGroup(std::vector<CommOps>& work, std::vector<device::StreamCaptu
                             static_cast<void*>(op.stream));
       checked.push_back({op.stream, commDev});
     }
+    // The CUDA executor runs this communicator's operations on device and pinned memory over device FIFOs,
+    // the host executor those on pageable memory over host connections: one group cannot be both.
+    if (kernelOp != nullptr && pageableOp != nullptr && kernelOp != pageableOp)
+      return invalidUsage("a group on one communicator (rank %d) mixes operations on device or pinned host memory, "
+                          "which run on the GPU, with an operation on pageable host memory (buffer %p), which runs on "
+                          "the CPU; put them in separate groups, or use device or pinned buffers throughout",
+                          w.comm->rank(),
+                          pageableOp->sendMemory == device::MemoryKind::kHost ? pageableOp->sendbuff
+                                                                            : pageableOp->recvbuff);
   }
   if (onDevice != nullptr && pageable != nullptr)
     return invalidUsage("a group mixes device buffers and pageable host memory (one operation's buffer at %p): device "

@@ -1,15 +1,18 @@
 // Running a group's operations: every communicator of the group becomes one
-// executor lane (its operations in issue order), lowered by its engine, and
-// all lanes run together on the executor for the group's memory and its
-// communicators' device executor (host memory on the host executor; device
-// buffers on the CUDA executor, or the staging executor where a communicator
-// cannot have it), so a thread that drives several ranks (ncclCommInitAll,
+// executor lane (its operations in issue order), lowered by its engine. Each
+// lane's executor follows from its memory and its communicator's mode alone
+// (exec::executorFor: host memory on the host executor; device and pinned
+// buffers on the CUDA executor where the communicator has it, else device
+// buffers on the staging executor), so every rank of a communicator runs an
+// operation alike whatever else its group holds. Lanes that share an executor
+// run together, so a thread that drives several ranks (ncclCommInitAll,
 // nccl-tests -g/-t) moves them all. Host-memory operations complete before
 // this returns; the CUDA executor's return once queued on their streams. Each
 // finished plan goes to the communicator's telemetry (when the adaptive
 // machinery is on); a straggling rank of THESEUS_EMULATE stalls before its
 // plans run. An NCCL profiler plugin sees the launch's events around the
 // executor's run (comm/profiling.h).
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -30,48 +33,61 @@ namespace theseus::comm {
 
 namespace {
 
-const std::string kNoReason;
-
-// The CUDA executor runs a group only when every communicator of the group has
-// it (each set up its device FIFOs for it at creation); `*notCuda` is the first
-// that has not (its reason goes into the staging path's messages).
-exec::DeviceExecutorMode groupDeviceExecutor(const std::vector<CommOps>& work, const Communicator** notCuda) {
-  exec::DeviceExecutorMode mode = exec::DeviceExecutorMode::kCuda;
-  for (const CommOps& w : work) {
-    const exec::DeviceExecutorMode m = w.comm->deviceExecutor();
-    if (m == exec::DeviceExecutorMode::kCuda) continue;
-    if (*notCuda == nullptr) *notCuda = w.comm;
-    if (m == exec::DeviceExecutorMode::kEmulate) return m;  // THESEUS_DEVICE_EXECUTOR=emulate: every communicator
-    mode = exec::DeviceExecutorMode::kOff;
-  }
-  return mode;
-}
-
 // Once per process, at WARN: the first operation whose device buffers took the
 // synchronous staging path, and why it did not get the CUDA executor.
-[[gnu::cold, gnu::noinline]] void warnStagedOnce(const std::vector<exec::Lane>& lanes, const std::string& why) {
+[[gnu::cold, gnu::noinline]] void warnStagedOnce(const exec::Lane& lane, const std::string& why) {
   static std::atomic<bool> warned{false};
   if (warned.load(std::memory_order_relaxed) || warned.exchange(true)) return;
-  std::string what = "a group";
-  for (const exec::Lane& lane : lanes)
-    if ((lane.memory & ~device::kHostAccessibleKinds) != 0 && !lane.plans.empty()) {
-      what = lane.plans.front()->describe() + " on rank " + std::to_string(lane.plans.front()->rank);
-      break;
-    }
+  const std::string what =
+      lane.plans.empty() ? "a group" : lane.plans.front()->describe() + " on rank " + std::to_string(lane.plans.front()->rank);
   TH_WARN("device buffers of %s are staged through host memory, synchronously (%s); later operations that take "
           "this path are not logged",
           what.c_str(), why.empty() ? "the CUDA executor cannot run this group" : why.c_str());
 }
 
-// A group on a stream being captured, refused before it is lowered when the executor its memory kinds and
-// communicators give it cannot be captured.
+// A group on a stream being captured, refused before it is lowered when the executor that one of its
+// communicators' operations get (from their memory kinds and the communicator's mode) cannot be captured.
 [[gnu::cold, gnu::noinline]] Status refuseUnrepeatableCapture(const std::vector<CommOps>& work,
-                                                             const std::vector<device::StreamCapture>& captures,
-                                                             device::MemoryKindMask kinds, exec::DeviceExecutorMode mode,
-                                                             const std::string& whyNotCuda) {
-  exec::Executor* planned;
-  TH_ASSIGN(planned, exec::executorFor(kinds, mode));
-  return planned->capturable() ? Status::ok() : refuseCapture(work, captures, kinds, whyNotCuda);
+                                                             const std::vector<device::StreamCapture>& captures) {
+  for (const CommOps& w : work) {
+    exec::Executor* planned;
+    TH_ASSIGN(planned, exec::executorFor(w.kinds, w.comm->deviceExecutor()));
+    if (!planned->capturable()) TH_CHECK(refuseCapture(work, captures, w.kinds, w.comm->deviceExecutorWhyNot()));
+  }
+  return Status::ok();
+}
+
+// A group whose lanes have different executors (communicators in different
+// modes: one whose ranks all use CUDA beside one with a rank that does not, or
+// pageable host memory on one and device buffers on another). Each lane runs
+// on the executor its own communicator's peers give the same operations, so
+// every rank moves each message over the same FIFOs, whatever else its group
+// holds. The CUDA executor's lanes go first (queued, they run on the GPU while
+// the others run here), then each other executor's lanes together.
+[[gnu::cold, gnu::noinline]] Status runEachExecutor(std::vector<exec::Lane>& lanes,
+                                                   const std::vector<exec::Executor*>& executors,
+                                                   const exec::ExecOptions& options) {
+  std::vector<exec::Executor*> order;
+  if (std::find(executors.begin(), executors.end(), exec::cudaDeviceExecutor()) != executors.end())
+    order.push_back(exec::cudaDeviceExecutor());
+  for (exec::Executor* e : executors)
+    if (e != nullptr && std::find(order.begin(), order.end(), e) == order.end()) order.push_back(e);
+  std::vector<exec::Lane> subset;
+  std::vector<size_t> from;
+  for (exec::Executor* e : order) {
+    subset.clear();
+    from.clear();
+    for (size_t i = 0; i < lanes.size(); ++i)
+      if (executors[i] == e) {
+        subset.emplace_back();
+        std::swap(subset.back(), lanes[i]);
+        from.push_back(i);
+      }
+    Status s = e->run(subset, options);
+    for (size_t k = 0; k < from.size(); ++k) std::swap(subset[k], lanes[from[k]]);
+    TH_CHECK(s);
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -82,6 +98,7 @@ Status executeOps(std::vector<CommOps>& work) {
   struct Scratch {
     std::vector<device::StreamCapture> captures;  // per stream of the group
     std::vector<exec::Lane> lanes;                // per communicator
+    std::vector<exec::Executor*> executors;       // per communicator: its lane's
     std::vector<LaunchEvents> events;             // per communicator, when profiled
   };
   thread_local Scratch scratch;
@@ -91,27 +108,38 @@ Status executeOps(std::vector<CommOps>& work) {
   device::MemoryKindMask kinds;
   bool captured;
   TH_CHECK(classifyGroup(work, &captures, &kinds, &captured));  // before anything runs
-  const Communicator* notCuda = nullptr;
-  const exec::DeviceExecutorMode mode = groupDeviceExecutor(work, &notCuda);
-  const std::string& whyNotCuda = notCuda != nullptr ? notCuda->deviceExecutorWhyNot() : kNoReason;
-  // A capture that the group's executor could not repeat is refused before the lowering numbers the group's
+  // A capture that an executor of the group could not repeat is refused before the lowering numbers the group's
   // collectives: the communicators stay in step with their peers, as if the call had not been made.
-  if (__builtin_expect(captured, 0)) TH_CHECK(refuseUnrepeatableCapture(work, captures, kinds, mode, whyNotCuda));
+  if (__builtin_expect(captured, 0)) TH_CHECK(refuseUnrepeatableCapture(work, captures));
   lanes.resize(work.size());
-  device::MemoryKindMask memory = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     Status s = work[i].comm->engine()->lower(work[i].ops, &lanes[i]);
     if (!s.isOk()) return s;  // nothing ran yet: no communicator state changed
-    memory |= lanes[i].memory;
   }
-  exec::Executor* executor;
-  TH_ASSIGN(executor, exec::executorFor(memory, mode));
-  // What the lowering added (host scratch of a pinned-memory operation beside device buffers) may still make
-  // a captured group uncapturable.
-  if (__builtin_expect(captured, 0) && !executor->capturable())
-    TH_CHECK(refuseCapture(work, captures, memory, whyNotCuda));
-  if ((memory & ~device::kHostAccessibleKinds) != 0 && executor != exec::cudaDeviceExecutor())
-    warnStagedOnce(lanes, whyNotCuda);
+  // Each lane's executor follows from its memory and its communicator's mode, as on the communicator's other
+  // ranks (exec::executorFor); lanes without plans go with the others.
+  std::vector<exec::Executor*>& executors = t.executors;
+  executors.assign(work.size(), nullptr);
+  exec::Executor* executor = nullptr;
+  bool mixed = false;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (lanes[i].plans.empty() && work.size() > 1) continue;
+    TH_ASSIGN(executors[i], exec::executorFor(lanes[i].memory, work[i].comm->deviceExecutor()));
+    if (executor == nullptr) executor = executors[i];
+    mixed |= executors[i] != executor;
+    if ((lanes[i].memory & ~device::kHostAccessibleKinds) != 0 && executors[i] != exec::cudaDeviceExecutor())
+      warnStagedOnce(lanes[i], work[i].comm->deviceExecutorWhyNot());
+  }
+  if (executor == nullptr) {
+    TH_ASSIGN(executor, exec::executorFor(0, work.front().comm->deviceExecutor()));
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (executors[i] == nullptr) executors[i] = executor;
+    // The lowering adds only scratch of the kind the operation's executor reaches, so what was checked before it
+    // still holds; were it not so, this refusal would come after the group's collectives were numbered.
+    if (__builtin_expect(captured, 0) && !executors[i]->capturable())
+      TH_CHECK(refuseCapture(work, captures, lanes[i].memory, work[i].comm->deviceExecutorWhyNot()));
+  }
   for (auto& w : work) {
     Status st = w.comm->engine()->beforeRun();
     if (!st.isOk()) return st;  // aborted before anything ran
@@ -128,7 +156,7 @@ Status executeOps(std::vector<CommOps>& work) {
   for (auto& w : work)
     if (int64_t t = w.comm->timeoutMs(); t > 0 && (commMs == 0 || t < commMs)) commMs = t;
   if (commMs > 0) options.stallTimeoutMs = boundedWaitMs(commMs, exec::configuredStallTimeoutMs());
-  Status s = executor->run(lanes, options);
+  Status s = __builtin_expect(mixed, 0) ? runEachExecutor(lanes, executors, options) : executor->run(lanes, options);
   if (profiled)
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {

@@ -45,6 +45,7 @@ struct CommOps {
   Communicator* comm = nullptr;
   std::vector<OpDesc> ops;
   void* groupApiEvent = nullptr;  // the NCCL profiler's GroupApi event of an explicit group
+  device::MemoryKindMask kinds = 0;  // the kinds of the buffers its ranks use (classifyGroup; 0: none known)
 };
 
 Status groupStart();

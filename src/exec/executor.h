@@ -1,19 +1,21 @@
 // Executors: what runs lowered plans (plan.h) on one kind of memory.
 //
 // The collective engine (comm/) lowers every operation of a group into plans —
-// the same plans whatever the memory — and hands the group to the executor
-// for the memory its buffers live in (executorFor). Executors share the plan
+// the same plans whatever the memory — and hands each communicator's lane to
+// the executor for the memory its buffers live in and its communicator's mode
+// (executorFor; lanes that share one run together). Executors share the plan
 // format, slicing, per-connection message order and the progress logic
 // (progress.h); they differ in their Primitives (primitives.h) and in how
 // they wait:
-//   * host    — plans on host (and pinned host) memory, run on the calling
+//   * host    — plans on host memory (and pinned host memory where the
+//               communicator has no CUDA executor), run on the calling
 //               thread; run() returns when every plan completed.
 //   * staging — device buffers mirrored in host memory around the host
 //               executor (staging.h): a synchronous fallback until the CUDA
 //               executor serves an operation.
-//   * cuda    — (the CUDA data path) the same plans interpreted by device
-//               code on the caller's stream; run() returns once the work is
-//               queued, completion is stream-ordered.
+//   * cuda    — (the CUDA data path) plans on device and pinned host memory
+//               interpreted by device code on the caller's stream; run()
+//               returns once the work is queued, completion is stream-ordered.
 //
 // The contract every executor keeps:
 //   1. A group runs as a whole: run() returns the first error of any lane and
@@ -116,9 +118,11 @@ Executor& hostExecutor();
 // the staging executor (off), the CUDA executor, or the emulated device executor for every plan (tests).
 enum class DeviceExecutorMode { kOff, kEmulate, kCuda };
 
-// The executor for a group whose plans' buffers are of `kinds`, on communicators in `mode` (the CUDA
-// executor only serves a group whose communicators all have it); an error when no executor serves them
-// (device memory without a usable CUDA driver).
+// The executor for plans whose buffers are of `kinds`, on a communicator in `mode` (lanes of
+// communicators in different modes may get different executors: comm/enqueue.cc runs each set).
+// In CUDA mode every plan on device or pinned host memory is the CUDA executor's, as its lowering
+// gave it device FIFOs (deviceExecutorRuns); plans on pageable host memory alone are the host
+// executor's. An error when no executor serves them (device memory without a usable CUDA driver).
 Result<Executor*> executorFor(device::MemoryKindMask kinds, DeviceExecutorMode mode);
 
 // Fails when a lane has memory outside `accessible`. Deferred PreMulSum

@@ -49,11 +49,15 @@ Executor& hostExecutor() { return gHostExecutor; }
 Status execute(std::vector<Lane>& lanes, const ExecOptions& options) { return hostExecutor().run(lanes, options); }
 
 Result<Executor*> executorFor(device::MemoryKindMask kinds, DeviceExecutorMode mode) {
+  constexpr device::MemoryKindMask kKernelKinds =
+      device::maskOf(device::MemoryKind::kDevice) | device::maskOf(device::MemoryKind::kHostPinned);
+  if (mode == DeviceExecutorMode::kCuda && (kinds & kKernelKinds) != 0 && cudaDeviceExecutor() != nullptr &&
+      cudaDeviceExecutor()->serves(kinds))
+    return cudaDeviceExecutor();
   if ((kinds & ~device::kHostAccessibleKinds) == 0) {
     if (__builtin_expect(mode == DeviceExecutorMode::kEmulate, 0)) return &emulatedDeviceExecutor();
     return &gHostExecutor;
   }
-  if (mode == DeviceExecutorMode::kCuda && cudaDeviceExecutor()->serves(kinds)) return cudaDeviceExecutor();
   if (Executor* staging = stagingExecutor(); staging != nullptr && staging->serves(kinds)) return staging;
   return invalidUsage("no executor serves buffers in %s memory (is the CUDA driver loaded?)",
                       device::memoryKindName(device::MemoryKind::kDevice));

@@ -1305,3 +1305,182 @@ TEST(Gpu, ProcessesSharingAGpuAreToldAboutMps) {
     EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, w));
   }
 }
+
+// Ranks of one communicator whose buffers are in different kinds of memory:
+// device memory on even ranks, pinned host memory (cudaHostAlloc) on odd ones,
+// as NVIDIA's library allows (both are device-accessible). Then every rank
+// pinned, then a group of a device-buffer operation and a pinned-buffer one,
+// then one of pinned and pageable memory. Every result is checked, on the
+// CUDA executor and on the staging path.
+THESEUS_RANK_FN(mixed_memory_ranks) {
+  OPEN_DEVICE_RANK(stream, comm);
+  const int n = ctx.nranks;
+  const int next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+  std::vector<float> host;
+  auto alloc = [&](bool pinned, size_t count, float** p) -> int {
+    if (pinned) CUDA_OK(cudaHostAlloc(reinterpret_cast<void**>(p), count * sizeof(float), cudaHostAllocDefault));
+    else CUDA_OK(cudaMalloc(p, count * sizeof(float)));
+    return 0;
+  };
+  auto release = [&](bool pinned, float* p) -> int {
+    if (pinned) CUDA_OK(cudaFreeHost(p));
+    else CUDA_OK(cudaFree(p));
+    return 0;
+  };
+  auto put = [&](float* p, size_t count, float base) -> int {  // after the stream's work, done when it returns
+    host.resize(count);
+    for (size_t i = 0; i < count; ++i) host[i] = base + float(i % 7);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(p, host.data(), count * sizeof(float), cudaMemcpyDefault));
+    return 0;
+  };
+  auto get = [&](const float* p, size_t count) -> int {
+    host.resize(count);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(host.data(), p, count * sizeof(float), cudaMemcpyDefault));
+    return 0;
+  };
+  // Phase 0: memory kind by rank parity; phase 1: every rank pinned.
+  for (int phase = 0; phase < 2; ++phase) {
+    const bool pinned = phase == 1 || ctx.rank % 2 == 1;
+    for (size_t count : {size_t(2), size_t(70001)}) {
+      float *in = nullptr, *out = nullptr;
+      RANK_CHECK(alloc(pinned, count, &in) == 0);
+      RANK_CHECK(alloc(pinned, count * n, &out) == 0);
+      RANK_CHECK(put(in, count, float(ctx.rank)) == 0);
+      RANK_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm, stream));
+      RANK_CHECK(get(out, count) == 0);
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n * (n - 1) / 2 + n * int(i % 7)));
+      RANK_NCCL(ncclAllGather(in, out, count, ncclFloat, comm, stream));
+      RANK_CHECK(get(out, count * n) == 0);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) RANK_CHECK(host[r * count + i] == float(r) + float(i % 7));
+      RANK_NCCL(ncclGroupStart());
+      RANK_NCCL(ncclSend(in, count, ncclFloat, next, comm, stream));
+      RANK_NCCL(ncclRecv(out, count, ncclFloat, prev, comm, stream));
+      RANK_NCCL(ncclGroupEnd());
+      RANK_CHECK(get(out, count) == 0);
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(prev) + float(i % 7));
+      RANK_CHECK(release(pinned, in) == 0);
+      RANK_CHECK(release(pinned, out) == 0);
+    }
+  }
+  // A group of an allreduce on device buffers and one on pinned buffers (the second reads what the first wrote).
+  const size_t count = 4099;
+  float *dev = nullptr, *pin = nullptr;
+  RANK_CHECK(alloc(false, count, &dev) == 0);
+  RANK_CHECK(alloc(true, count, &pin) == 0);
+  RANK_CHECK(put(dev, count, float(ctx.rank)) == 0);
+  RANK_CHECK(put(pin, count, 1.0f) == 0);
+  RANK_NCCL(ncclGroupStart());
+  RANK_NCCL(ncclAllReduce(dev, dev, count, ncclFloat, ncclSum, comm, stream));
+  RANK_NCCL(ncclAllReduce(pin, pin, count, ncclFloat, ncclSum, comm, stream));
+  RANK_NCCL(ncclGroupEnd());
+  RANK_CHECK(get(dev, count) == 0);
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n * (n - 1) / 2 + n * int(i % 7)));
+  RANK_CHECK(get(pin, count) == 0);
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n + n * int(i % 7)));
+  // Pinned and pageable memory in one group. With the CUDA executor the GPU would run the one, the CPU the
+  // other, over different FIFOs: refused before anything ran, naming the pageable buffer, and the communicator
+  // stays in step. Without it both run on the CPU.
+  const char* setting = getenv("THESEUS_DEVICE_EXECUTOR");
+  const bool onGpu = setting == nullptr || strcmp(setting, "off") != 0;
+  std::vector<float> pageable(count, 1.0f);
+  RANK_NCCL(ncclGroupStart());
+  RANK_NCCL(ncclAllReduce(pin, pin, count, ncclFloat, ncclSum, comm, stream));
+  RANK_NCCL(ncclAllReduce(pageable.data(), pageable.data(), count, ncclFloat, ncclSum, comm, stream));
+  if (onGpu) {
+    RANK_CHECK(ncclGroupEnd() == ncclInvalidUsage);
+    RANK_CHECK(strstr(ncclGetLastError(comm), "pageable host memory") != nullptr);
+    RANK_NCCL(ncclAllReduce(pageable.data(), pageable.data(), count, ncclFloat, ncclSum, comm, stream));
+  } else {
+    RANK_NCCL(ncclGroupEnd());
+    RANK_CHECK(get(pin, count) == 0);
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n * n + n * n * int(i % 7)));
+  }
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(pageable[i] == float(n));
+  RANK_CHECK(put(pin, count, 1.0f) == 0);
+  RANK_NCCL(ncclAllReduce(pin, pin, count, ncclFloat, ncclSum, comm, stream));
+  RANK_CHECK(get(pin, count) == 0);
+  for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(n + n * int(i % 7)));
+  RANK_CHECK(release(false, dev) == 0);
+  RANK_CHECK(release(true, pin) == 0);
+  RANK_NCCL(ncclCommDestroy(comm));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// A group over two communicators whose device buffers run on different
+// executors: `sub` (ranks 0 and 1, both on a GPU: the CUDA executor) and the
+// world (rank 2 has no GPU: the staging executor). Rank 0 puts an operation on
+// each into one group, rank 1 issues them one by one: every rank must still
+// run each operation over the same FIFOs as its peers (each communicator's
+// executor, not one for the whole group).
+THESEUS_RANK_FN(groups_across_executors) {
+  int ndev = 0;
+  const bool gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
+  RANK_CHECK(gpu == (ctx.rank != 2));
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaStreamCreate(&stream));
+  }
+  ncclComm_t world, sub;
+  RANK_NCCL(ncclCommInitRank(&world, ctx.nranks, ctx.id, ctx.rank));
+  RANK_NCCL(ncclCommSplit(world, gpu ? 0 : NCCL_SPLIT_NOCOLOR, ctx.rank, &sub, nullptr));
+  const size_t count = 70001;
+  std::vector<float> host(count);
+  for (int round = 0; round < 3; ++round) {
+    if (!gpu) {  // rank 2: the world's allreduce on host memory
+      std::fill(host.begin(), host.end(), float(ctx.rank + round));
+      RANK_NCCL(ncclAllReduce(host.data(), host.data(), count, ncclFloat, ncclSum, world, stream));
+      for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(3 + 3 * round));
+      continue;
+    }
+    float *a, *w;
+    CUDA_OK(cudaMalloc(&a, count * sizeof(float)));
+    CUDA_OK(cudaMalloc(&w, count * sizeof(float)));
+    std::fill(host.begin(), host.end(), float(ctx.rank + round));
+    CUDA_OK(cudaMemcpy(a, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(w, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    if (ctx.rank == 0) {
+      RANK_NCCL(ncclGroupStart());
+      RANK_NCCL(ncclAllReduce(a, a, count, ncclFloat, ncclSum, sub, stream));
+      RANK_NCCL(ncclAllReduce(w, w, count, ncclFloat, ncclSum, world, stream));
+      RANK_NCCL(ncclGroupEnd());
+    } else {
+      RANK_NCCL(ncclAllReduce(a, a, count, ncclFloat, ncclSum, sub, stream));
+      RANK_NCCL(ncclAllReduce(w, w, count, ncclFloat, ncclSum, world, stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(host.data(), a, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(1 + 2 * round));
+    CUDA_OK(cudaMemcpy(host.data(), w, count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) RANK_CHECK(host[i] == float(3 + 3 * round));
+    CUDA_OK(cudaFree(a));
+    CUDA_OK(cudaFree(w));
+  }
+  if (sub != nullptr) RANK_NCCL(ncclCommDestroy(sub));
+  RANK_NCCL(ncclCommDestroy(world));
+  if (gpu) CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+TEST(GpuCudaExecutor, RanksMayPassDifferentKindsOfMemory) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto options = cudaExecutor();
+  options.timeoutSec = 60;
+  for (int n : {2, 3}) EXPECT_RANKS_OK(theseus::test::runRanks("mixed_memory_ranks", n, options));
+  for (int n : {2, 3}) EXPECT_RANKS_OK(theseus::test::runRanks("mixed_memory_ranks", n, stagingPath()));
+}
+
+TEST(GpuCudaExecutor, AGroupRunsEachCommunicatorOnItsOwnExecutor) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto options = cudaExecutor();
+  options.timeoutSec = 60;
+  options.prefix = [](int rank) {
+    if (rank != 2) return std::vector<std::string>{};
+    return std::vector<std::string>{"env", "CUDA_VISIBLE_DEVICES=", "THESEUS_FAKE_CUDA_DEVICES=0"};
+  };
+  EXPECT_RANKS_OK(theseus::test::runRanks("groups_across_executors", 3, options));
+}

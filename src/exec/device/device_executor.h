@@ -46,10 +46,15 @@ DeviceExecutorChoice chooseDeviceExecutor(DeviceExecutorSetting setting, bool cu
                                           const std::vector<bool>& usesCuda);
 
 // Whether the device executor runs an operation on memory of `kind` on a communicator in `mode`:
-// every one when it is emulated, device buffers when it is CUDA (the lowering gives such
-// operations device channels and device scratch).
+// every one when it is emulated; device and pinned host buffers when it is CUDA (memory a kernel
+// reaches, as with NVIDIA's library). The lowering gives such operations device channels and
+// device scratch. It is a function of the communicator's mode (the same on every rank) and the
+// buffers' kind alone, so ranks that pass device memory and ranks that pass pinned host memory
+// to one operation run it alike, over the same FIFOs.
 inline bool deviceExecutorRuns(DeviceExecutorMode mode, device::MemoryKind kind) {
-  return mode == DeviceExecutorMode::kEmulate || (mode == DeviceExecutorMode::kCuda && kind == device::MemoryKind::kDevice);
+  return mode == DeviceExecutorMode::kEmulate ||
+         (mode == DeviceExecutorMode::kCuda &&
+          (kind == device::MemoryKind::kDevice || kind == device::MemoryKind::kHostPinned));
 }
 
 const char* deviceExecutorModeName(DeviceExecutorMode mode);
