@@ -48,6 +48,8 @@ class Communicator {
   // rank, and why that is not the CUDA executor (empty when it is).
   exec::DeviceExecutorMode deviceExecutor() const { return deviceExecutor_; }
   const std::string& deviceExecutorWhyNot() const { return deviceExecutorWhyNot_; }
+  // Ranks of this communicator on this rank's GPU, this one included (bootstrap PeerInfo::gpuHash; 1 without one).
+  int ranksOnGpu() const { return ranksOnGpu_; }
 
   bootstrap::Bootstrap* bootstrap() const { return bootstrap_.get(); }
   transport::TransportManager* transports() const { return transports_.get(); }
@@ -81,6 +83,7 @@ class Communicator {
   // Set once by the init path (lifecycle.cc).
   void setIdentity(int rank, int nranks, int cudaDev, uint64_t commHash);
   void setConfig(const CommConfig& c) { config_ = c; }
+  void setRanksOnGpu(int n) { ranksOnGpu_ = n; }
   void setDeviceExecutor(const exec::DeviceExecutorChoice& c) {
     deviceExecutor_ = c.mode;
     deviceExecutorWhyNot_ = c.whyNotCuda;
@@ -113,6 +116,7 @@ class Communicator {
   uint64_t commHash_ = 0;
   CommConfig config_;
   exec::DeviceExecutorMode deviceExecutor_ = exec::DeviceExecutorMode::kOff;
+  int ranksOnGpu_ = 1;
   std::string deviceExecutorWhyNot_ = "the communicator is not initialised";
   std::atomic<ncclResult_t> asyncError_{ncclInProgress};
   std::atomic<int> asyncErrorPeer_{-1};

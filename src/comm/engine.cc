@@ -111,6 +111,7 @@ exec::Plan* Engine::nextPlan() {
   p->clear();
   p->rank = comm_.rank();
   p->cudaDev = comm_.cudaDev();
+  p->ranksOnGpu = comm_.ranksOnGpu();
   p->transports = comm_.transports();
   p->abort = &comm_.abortFlag();
   p->sliceBytes = sliceBytes_;

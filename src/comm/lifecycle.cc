@@ -261,6 +261,7 @@ Status finishInit(Communicator* comm, Result<std::unique_ptr<bootstrap::Bootstra
   comm->setDeviceExecutor(exec::chooseDeviceExecutor(exec::deviceExecutorSetting(),
                                                      exec::cudaDeviceExecutor() != nullptr, usesCuda));
   const exec::DeviceExecutorMode deviceMode = comm->deviceExecutor();
+  comm->setRanksOnGpu(ranksOnGpu(bs));
 
   transport::TransportOptions topts;
   topts.connectTimeoutMs = bootstrap::connectTimeoutMs();

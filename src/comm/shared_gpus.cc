@@ -22,6 +22,15 @@ bool mpsControlFound() {
   return access(control.c_str(), F_OK) == 0;
 }
 
+int ranksOnGpu(const bootstrap::Bootstrap& bs) {
+  const auto& peers = bs.peers();
+  const uint64_t mine = peers[bs.rank()].gpuHash;
+  if (mine == 0) return 1;
+  int n = 0;
+  for (int r : bs.localRanks()) n += peers[r].gpuHash == mine ? 1 : 0;
+  return n > 0 ? n : 1;
+}
+
 void noteSharedGpus(const bootstrap::Bootstrap& bs, const std::string& busId) {
   const auto& peers = bs.peers();
   const bootstrap::PeerInfo& me = peers[bs.rank()];

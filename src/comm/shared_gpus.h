@@ -22,6 +22,10 @@ uint64_t gpuHashOf(const std::string& busId);
 // its control pipe).
 bool mpsControlFound();
 
+// Ranks of the communicator on this rank's GPU (the same PeerInfo::gpuHash on this host), this one included;
+// 1 for a rank without a GPU.
+int ranksOnGpu(const bootstrap::Bootstrap& bs);
+
 // Called at a communicator's creation when it runs the CUDA executor: the WARN above when another process's
 // rank on this host shares this rank's GPU (`busId`: this rank's, for the message).
 void noteSharedGpus(const bootstrap::Bootstrap& bs, const std::string& busId);

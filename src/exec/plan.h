@@ -103,6 +103,7 @@ struct Plan {
   device::MemoryKindMask memory = 0;  // the kinds of every buffer the steps address (host included)
   int rank = -1;
   int cudaDev = -1;  // the communicator's CUDA device (-1: none): device executors launch there
+  int ranksOnGpu = 1;  // ranks of the communicator on that GPU, this one included (their kernels share it)
   transport::TransportManager* transports = nullptr;
   const AbortFlag* abort = nullptr;
   // Integer average: divide these elements by reduction.divisor once everything else is done.

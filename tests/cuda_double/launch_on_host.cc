@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "exec/device/cuda_launch.h"
 #include "exec/device/lane_runner.h"
@@ -34,6 +35,13 @@ void runBlock(void* args, uint32_t block) {
 }
 
 }  // namespace
+
+// The double has no SMs: every block runs on a thread of its own, so all are resident. A test sets
+// THESEUS_FAKE_CUDA_RESIDENT_BLOCKS to make the device hold only so many (the executor's cap).
+uint32_t residentBlocks(uint32_t) {
+  const char* v = getenv("THESEUS_FAKE_CUDA_RESIDENT_BLOCKS");
+  return v != nullptr ? static_cast<uint32_t>(strtoul(v, nullptr, 10)) : 0;
+}
 
 int launchLanes(LaneLaunch* lanes, uint32_t, uint32_t nblocks, uint32_t, cudaStream_t stream) {
   return static_cast<int>(fakeCudaLaunchBlocks(stream, &runBlock, lanes, nblocks));

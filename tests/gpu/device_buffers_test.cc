@@ -1484,3 +1484,46 @@ TEST(GpuCudaExecutor, AGroupRunsEachCommunicatorOnItsOwnExecutor) {
   };
   EXPECT_RANKS_OK(theseus::test::runRanks("groups_across_executors", 3, options));
 }
+
+// A lane's blocks meet at barriers and a rank's kernel waits for its peers', so the executor splits an operation
+// into no more blocks than the GPU holds at once, shared out among the ranks on it (the double holds as many as
+// THESEUS_FAKE_CUDA_RESIDENT_BLOCKS says). Results are checked in every case; the log on the double.
+TEST(GpuCudaExecutor, AnOperationTakesNoMoreBlocksThanTheGpuHoldsAtOnce) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-resident-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  theseus::test::SpawnOptions base;
+  base.env["NCCL_DEBUG"] = "INFO";
+  base.env["NCCL_DEBUG_SUBSYS"] = "INIT";
+  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  base.env["THESEUS_TEST_EXPECT_CUDA_EXECUTOR"] = "1";
+  base.env["THESEUS_DEVICE_CHANNEL_BYTES"] = "0";
+  base.env["THESEUS_DEVICE_CHANNELS"] = "4";
+  base.env["THESEUS_DEVICE_BLOCKS"] = "16";
+  base.timeoutSec = 90;
+  {
+    SCOPED_TRACE("4 resident blocks, 2 ranks on the GPU: 2 blocks each");
+    auto o = base;
+    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "4";
+    o.env["THESEUS_TEST_EXPECT_LOG"] =
+        "THESEUS_DEVICE_BLOCKS=16 capped at 2 blocks per operation on GPU 0: it holds 4 blocks of the kernel at once, "
+        "shared by 2 operations or ranks";
+    o.env["THESEUS_TEST_FORBID_LOG"] = "fewer than the";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
+  }
+  {
+    SCOPED_TRACE("1 resident block, 3 ranks on the GPU: one each, and a WARN");
+    auto o = base;
+    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "1";
+    o.env["THESEUS_TEST_EXPECT_LOG"] = "GPU 0 holds 1 blocks of the Theseus kernel at once, fewer than the 3";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 3, o));
+  }
+  {
+    SCOPED_TRACE("a GPU that holds them all: no cap");
+    auto o = base;
+    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "1024";
+    o.env["THESEUS_TEST_EXPECT_LOG"] = "device buffers: the CUDA executor (asynchronous";
+    o.env["THESEUS_TEST_FORBID_LOG"] = "capped at|fewer than the";
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
+  }
+}

@@ -232,6 +232,7 @@ class CudaExecutor final : public Executor {
   Result<CaptureOf> captureOf(std::vector<Lane>& lanes, const std::vector<device::StreamCapture>* known);
   void checkReplays();
   Status lower(std::vector<Lane>& lanes, size_t* imageBytes);
+  uint32_t laneBlockCap(const std::vector<Lane>& lanes, size_t l);
   Status layOutLane(size_t l, const Lane& lane, PinnedChunk& memory, bool replayable, uint64_t stallNs,
                     dev::LaneLaunch* ll);
   Status launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool replayable, uint64_t stallNs, Slot* slot,
@@ -247,6 +248,8 @@ class CudaExecutor final : public Executor {
   std::vector<Captured*> captured_;                // live graphs' images
   std::vector<std::vector<dev::SplitPlan>> lowered_;  // per lane and plan, reused by every run()
   std::vector<uint32_t> laneBlocks_;                  // per lane: the most parts of any of its plans
+  std::map<int, uint32_t> resident_;                  // per device: dev::residentBlocks (0: unknown)
+  std::set<int> saidCapped_;                          // devices whose cap was logged
   struct StreamLanes {
     cudaStream_t stream = nullptr;
     int device = -1;  // the communicators' device: launches go there
@@ -503,12 +506,58 @@ Result<CaptureOf> CudaExecutor::captureOf(std::vector<Lane>& lanes, const std::v
   return out;
 }
 
+// Threads per block of the interpreter kernel.
+constexpr uint32_t kThreads = 512;
+
+// The most blocks lane `l` may split its plans into. A lane's blocks meet at
+// barriers and a rank's kernel waits for its peers', so every block that waits
+// for another must be resident at once: THESEUS_DEVICE_BLOCKS, capped at the
+// GPU's resident blocks of the kernel shared out among what runs on it side by
+// side — this group's lanes on that device, or the communicator's ranks on that
+// GPU (other processes', under MPS), whichever is more. How a plan is split
+// changes no message (dev_split.h), so ranks may split differently. The device
+// query runs once per device; a cap is said once per device at INFO, and a GPU
+// too small for one block each at WARN (its kernels may then wait for each
+// other until the stall timeout).
+uint32_t CudaExecutor::laneBlockCap(const std::vector<Lane>& lanes, size_t l) {
+  const uint32_t most = dev::maxBlocksPerLane();
+  if (lanes[l].plans.empty()) return most;
+  const Plan& p = *lanes[l].plans.front();
+  auto it = resident_.find(p.cudaDev);
+  if (it == resident_.end()) {
+    DeviceSwitch device;
+    uint32_t n = 0;
+    if (device.to(p.cudaDev).isOk()) n = dev::residentBlocks(kThreads);
+    it = resident_.emplace(p.cudaDev, n).first;
+  }
+  const uint32_t resident = it->second;
+  if (resident == 0) return most;
+  uint32_t share = static_cast<uint32_t>(std::max(1, p.ranksOnGpu)), onDevice = 0;
+  for (const Lane& other : lanes)
+    if (!other.plans.empty() && other.plans.front()->cudaDev == p.cudaDev) {
+      ++onDevice;
+      share = std::max(share, static_cast<uint32_t>(std::max(1, other.plans.front()->ranksOnGpu)));
+    }
+  share = std::max(share, onDevice);
+  const uint32_t cap = std::max(1u, resident / share);
+  if (cap < most && saidCapped_.insert(p.cudaDev).second) {
+    if (share > resident)
+      TH_WARN("rank %d: GPU %d holds %u blocks of the Theseus kernel at once, fewer than the %u operations or ranks "
+              "that run on it side by side need (one each): their kernels may wait for each other until the stall "
+              "timeout; put fewer ranks on the GPU", p.rank, p.cudaDev, resident, share);
+    else
+      TH_INFO(log::kInit, "rank %d: THESEUS_DEVICE_BLOCKS=%u capped at %u blocks per operation on GPU %d: it holds %u "
+              "blocks of the kernel at once, shared by %u operations or ranks", p.rank, most, cap, p.cudaDev,
+              resident, share);
+  }
+  return std::min(most, cap);
+}
+
 // Lowers every lane's plans (reusing the previous run's storage) and sizes their images.
 Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   size_t bytes = 4096;
   if (lowered_.size() < lanes.size()) lowered_.resize(lanes.size());
   if (laneBlocks_.size() < lanes.size()) laneBlocks_.resize(lanes.size());
-  const uint32_t maxBlocks = dev::maxBlocksPerLane();
   if (const uint64_t releases = device::hostRegistryReleases(); releases != registeredReleases_) {
     registered_.clear();  // a range seen before may be gone (and its address reused)
     registeredReleases_ = releases;
@@ -516,6 +565,7 @@ Status CudaExecutor::lower(std::vector<Lane>& lanes, size_t* imageBytes) {
   for (size_t l = 0; l < lanes.size(); ++l) {
     if (lowered_[l].size() < lanes[l].plans.size()) lowered_[l].resize(lanes[l].plans.size());
     uint32_t blocks = 1;
+    const uint32_t maxBlocks = laneBlockCap(lanes, l);
     for (size_t i = 0; i < lanes[l].plans.size(); ++i) {
       const Plan& p = *lanes[l].plans[i];
       dev::SplitPlan& sp = lowered_[l][i];
@@ -661,8 +711,7 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
         captured->lanes.push_back(std::move(e));
       }
     }
-    static const uint32_t threads = 512;
-    int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), nblocks, threads, stream);
+    int rc = dev::launchLanes(launches, static_cast<uint32_t>(members.size()), nblocks, kThreads, stream);
     TH_CHECK(cudaCheck(static_cast<cudaError_t>(rc), "launching the Theseus kernel"));
     if (slot == nullptr) continue;
     if (slot->eventsUsed == slot->events.size()) slot->events.emplace_back(nullptr, -1);

@@ -50,6 +50,18 @@ __global__ void runLanesKernel(LaneLaunch* lanes) {
 
 }  // namespace
 
+uint32_t residentBlocks(uint32_t threads) {
+  int device = -1, sms = 0, perSm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, runLanesKernel, static_cast<int>(threads),
+                                                    kLocalPlanBytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it for the launch's check
+    return 0;
+  }
+  return sms > 0 && perSm > 0 ? static_cast<uint32_t>(sms) * static_cast<uint32_t>(perSm) : 0;
+}
+
 int launchLanes(LaneLaunch* lanes, uint32_t, uint32_t nblocks, uint32_t threads, cudaStream_t stream) {
   runLanesKernel<<<nblocks, threads, kLocalPlanBytes, stream>>>(lanes);
   return static_cast<int>(cudaGetLastError());

@@ -84,6 +84,14 @@ inline LaneOutcome laneOutcome(const LaneResult* results, uint32_t blocks) {
 // Block-local memory per block for the plan it runs (lane_runner.h LocalMemory): dynamic shared memory on a GPU.
 inline constexpr uint32_t kLocalPlanBytes = 32 << 10;
 
+// How many thread blocks of `threads` threads of the interpreter kernel (with its
+// kLocalPlanBytes of shared memory) the current device holds at once: its SMs times
+// the blocks one SM holds; 0 when that cannot be told. The blocks that wait for each
+// other — a lane's blocks meet at barriers, and a rank's kernel waits for its peers'
+// on the same GPU — must all be resident at once, or the waiting ones hold the SMs
+// the awaited ones need (the executor caps a lane's blocks by it, cuda_executor.cu).
+uint32_t residentBlocks(uint32_t threads);
+
 // Launches every lane's blocks (`nblocks` in all, lanes[l].firstBlock
 // numbering them) of `threads` threads on `stream`; returns the cudaError_t
 // of the launch as an int (0: queued).

@@ -10,7 +10,8 @@ namespace {
 const IntKnob kDeviceBlocks("THESEUS_DEVICE_BLOCKS", 16,
                             "The most thread blocks the device executor runs one communicator's operation on: "
                             "independent parts of its schedule (its channels) run side by side, one block each "
-                            "(1: one block per communicator and group)");
+                            "(1: one block per communicator and group); capped where the GPU cannot hold that many for every "
+                            "operation and rank that runs on it at once");
 
 constexpr uint32_t kNone = ~0u;
 
