@@ -57,6 +57,19 @@ namespace {
   return Status::ok();
 }
 
+// Every lane's executor, for a group that needs them one by one (mixed or captured):
+// `fallback`, the group's first, for a lane without plans in a group of several.
+[[gnu::cold, gnu::noinline]] Status laneExecutors(const std::vector<CommOps>& work,
+                                                 const std::vector<exec::Lane>& lanes, exec::Executor* fallback,
+                                                 std::vector<exec::Executor*>* executors) {
+  executors->assign(work.size(), fallback);
+  for (size_t i = 0; i < work.size(); ++i)
+    if (!lanes[i].plans.empty() || work.size() == 1) {
+      TH_ASSIGN((*executors)[i], exec::executorFor(lanes[i].memory, work[i].comm->deviceExecutor()));
+    }
+  return Status::ok();
+}
+
 // A group whose lanes have different executors (communicators in different
 // modes: one whose ranks all use CUDA beside one with a rank that does not, or
 // pageable host memory on one and device buffers on another). Each lane runs
@@ -117,28 +130,30 @@ Status executeOps(std::vector<CommOps>& work) {
     if (!s.isOk()) return s;  // nothing ran yet: no communicator state changed
   }
   // Each lane's executor follows from its memory and its communicator's mode, as on the communicator's other
-  // ranks (exec::executorFor); lanes without plans go with the others.
-  std::vector<exec::Executor*>& executors = t.executors;
-  executors.assign(work.size(), nullptr);
+  // ranks (exec::executorFor); lanes without plans go with the others. One executor for the whole group is the
+  // common case, kept to a register; the per-lane table is filled only for a mixed or captured group.
   exec::Executor* executor = nullptr;
   bool mixed = false;
   for (size_t i = 0; i < work.size(); ++i) {
     if (lanes[i].plans.empty() && work.size() > 1) continue;
-    TH_ASSIGN(executors[i], exec::executorFor(lanes[i].memory, work[i].comm->deviceExecutor()));
-    if (executor == nullptr) executor = executors[i];
-    mixed |= executors[i] != executor;
-    if ((lanes[i].memory & ~device::kHostAccessibleKinds) != 0 && executors[i] != exec::cudaDeviceExecutor())
+    exec::Executor* e;
+    TH_ASSIGN(e, exec::executorFor(lanes[i].memory, work[i].comm->deviceExecutor()));
+    if (executor == nullptr) executor = e;
+    mixed |= e != executor;
+    if ((lanes[i].memory & ~device::kHostAccessibleKinds) != 0 && e != exec::cudaDeviceExecutor())
       warnStagedOnce(lanes[i], work[i].comm->deviceExecutorWhyNot());
   }
   if (executor == nullptr) {
     TH_ASSIGN(executor, exec::executorFor(0, work.front().comm->deviceExecutor()));
   }
-  for (size_t i = 0; i < work.size(); ++i) {
-    if (executors[i] == nullptr) executors[i] = executor;
+  std::vector<exec::Executor*>& executors = t.executors;
+  if (__builtin_expect(mixed || captured, 0)) {
+    TH_CHECK(laneExecutors(work, lanes, executor, &executors));
     // The lowering adds only scratch of the kind the operation's executor reaches, so what was checked before it
     // still holds; were it not so, this refusal would come after the group's collectives were numbered.
-    if (__builtin_expect(captured, 0) && !executors[i]->capturable())
-      TH_CHECK(refuseCapture(work, captures, lanes[i].memory, work[i].comm->deviceExecutorWhyNot()));
+    for (size_t i = 0; captured && i < work.size(); ++i)
+      if (!executors[i]->capturable())
+        TH_CHECK(refuseCapture(work, captures, lanes[i].memory, work[i].comm->deviceExecutorWhyNot()));
   }
   for (auto& w : work) {
     Status st = w.comm->engine()->beforeRun();
