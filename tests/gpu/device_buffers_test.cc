@@ -775,6 +775,14 @@ TEST(GpuCudaExecutor, CapturedOperationsReplayCorrectly) {
   EXPECT_RANKS_OK(theseus::test::runRanks("capture_replay", 2, registered));
 }
 
+// Ranks spawned with `options` log at INFO, for `subsys`, to one file per process in `dir` (read back by
+// ownLog in each rank).
+void logTo(theseus::test::SpawnOptions* options, const char* dir, const char* subsys) {
+  options->env["NCCL_DEBUG"] = "INFO";
+  options->env["NCCL_DEBUG_SUBSYS"] = subsys;
+  options->env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+}
+
 // Zero-copy between local ranks: registered device buffers (ncclCommRegister,
 // window registration, ncclMemAlloc memory registered) are read in place by
 // the peers' kernels once they mapped them (the first group after a
@@ -915,9 +923,7 @@ TEST(GpuCudaExecutor, RegisteredBuffersAreReadInPlaceByLocalPeers) {
   char dir[] = "/tmp/theseus-zc-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   auto options = cudaExecutor();
-  options.env["NCCL_DEBUG"] = "INFO";
-  options.env["NCCL_DEBUG_SUBSYS"] = "REG";
-  options.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  logTo(&options, dir, "REG");
   options.env["THESEUS_TEST_EXPECT_MAPPING"] = "CUDA IPC";
   for (int n : {1, 2, 4}) EXPECT_RANKS_OK(theseus::test::runRanks("registered_zero_copy", n, options));
   // ncclMemAlloc memory (CUDA's VMM API), which legacy CUDA IPC cannot share: its physical allocation goes to
@@ -1075,9 +1081,7 @@ TEST(GpuCudaExecutor, ProxiedFifosUseGpuMemoryThroughGpuDirectRdma) {
   base.env["NCCL_NET"] = "IB";
   base.env["NCCL_SHM_DISABLE"] = "1";
   base.env["THESEUS_TEST_HOST_PER_RANK"] = "1";
-  base.env["NCCL_DEBUG"] = "INFO";
-  base.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET,REG";
-  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  logTo(&base, dir, "INIT,NET,REG");
   struct Case {
     const char* what;
     std::vector<std::pair<std::string, std::string>> env;
@@ -1218,9 +1222,7 @@ TEST(Gpu, TheDefaultExecutorIsCudaWhereEveryRankUsesCuda) {
   char dir[] = "/tmp/theseus-choice-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   theseus::test::SpawnOptions base;
-  base.env["NCCL_DEBUG"] = "INFO";
-  base.env["NCCL_DEBUG_SUBSYS"] = "INIT";
-  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  logTo(&base, dir, "INIT");
   base.timeoutSec = 90;
   {
     SCOPED_TRACE("every rank uses CUDA: the CUDA executor, by default and when named");
@@ -1273,9 +1275,7 @@ TEST(Gpu, ProcessesSharingAGpuAreToldAboutMps) {
   const std::string pipes = std::string(dir) + "/pipes";
   ASSERT_EQ(mkdir(pipes.c_str(), 0700), 0);
   theseus::test::SpawnOptions o;
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT";
-  o.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  logTo(&o, dir, "INIT");
   o.env["CUDA_MPS_PIPE_DIRECTORY"] = pipes;
   o.env["THESEUS_TEST_EXPECT_CUDA_EXECUTOR"] = "1";
   {
@@ -1493,9 +1493,7 @@ TEST(GpuCudaExecutor, AnOperationTakesNoMoreBlocksThanTheGpuHoldsAtOnce) {
   char dir[] = "/tmp/theseus-resident-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   theseus::test::SpawnOptions base;
-  base.env["NCCL_DEBUG"] = "INFO";
-  base.env["NCCL_DEBUG_SUBSYS"] = "INIT";
-  base.env["NCCL_DEBUG_FILE"] = std::string(dir) + "/log.%p";
+  logTo(&base, dir, "INIT");
   base.env["THESEUS_TEST_EXPECT_CUDA_EXECUTOR"] = "1";
   base.env["THESEUS_DEVICE_CHANNEL_BYTES"] = "0";
   base.env["THESEUS_DEVICE_CHANNELS"] = "4";
