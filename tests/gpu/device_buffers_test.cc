@@ -1499,29 +1499,29 @@ TEST(GpuCudaExecutor, AnOperationTakesNoMoreBlocksThanTheGpuHoldsAtOnce) {
   base.env["THESEUS_DEVICE_CHANNELS"] = "4";
   base.env["THESEUS_DEVICE_BLOCKS"] = "16";
   base.timeoutSec = 90;
-  {
-    SCOPED_TRACE("4 resident blocks, 2 ranks on the GPU: 2 blocks each");
+  struct Case {
+    const char* what;
+    const char* residentBlocks;  // THESEUS_FAKE_CUDA_RESIDENT_BLOCKS
+    int ranks;
+    const char* expect;  // THESEUS_TEST_EXPECT_LOG
+    const char* forbid;  // THESEUS_TEST_FORBID_LOG, "" for none
+  };
+  const Case cases[] = {
+      {"4 resident blocks, 2 ranks on the GPU: 2 blocks each", "4", 2,
+       "THESEUS_DEVICE_BLOCKS=16 capped at 2 blocks per operation on GPU 0: it holds 4 blocks of the kernel at once, "
+       "shared by 2 operations or ranks",
+       "fewer than the"},
+      {"1 resident block, 3 ranks on the GPU: one each, and a WARN", "1", 3,
+       "GPU 0 holds 1 blocks of the Theseus kernel at once, fewer than the 3", ""},
+      {"a GPU that holds them all: no cap", "1024", 2, "device buffers: the CUDA executor (asynchronous",
+       "capped at|fewer than the"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
     auto o = base;
-    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "4";
-    o.env["THESEUS_TEST_EXPECT_LOG"] =
-        "THESEUS_DEVICE_BLOCKS=16 capped at 2 blocks per operation on GPU 0: it holds 4 blocks of the kernel at once, "
-        "shared by 2 operations or ranks";
-    o.env["THESEUS_TEST_FORBID_LOG"] = "fewer than the";
-    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
-  }
-  {
-    SCOPED_TRACE("1 resident block, 3 ranks on the GPU: one each, and a WARN");
-    auto o = base;
-    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "1";
-    o.env["THESEUS_TEST_EXPECT_LOG"] = "GPU 0 holds 1 blocks of the Theseus kernel at once, fewer than the 3";
-    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 3, o));
-  }
-  {
-    SCOPED_TRACE("a GPU that holds them all: no cap");
-    auto o = base;
-    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = "1024";
-    o.env["THESEUS_TEST_EXPECT_LOG"] = "device buffers: the CUDA executor (asynchronous";
-    o.env["THESEUS_TEST_FORBID_LOG"] = "capped at|fewer than the";
-    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", 2, o));
+    o.env["THESEUS_FAKE_CUDA_RESIDENT_BLOCKS"] = c.residentBlocks;
+    o.env["THESEUS_TEST_EXPECT_LOG"] = c.expect;
+    if (*c.forbid != 0) o.env["THESEUS_TEST_FORBID_LOG"] = c.forbid;
+    EXPECT_RANKS_OK(theseus::test::runRanks("executor_choice", c.ranks, o));
   }
 }
