@@ -51,7 +51,7 @@ else
 phase build 420 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DTHESEUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DTHESEUS_SKIP_TEST_DIRS='mp/collectives|schedule_user|mp/user_schedules|bench' >/dev/null && \
   cmake --build $BUILD -j $JOBS --target nccl theseus-run all_reduce_perf all_gather_perf sendrecv_perf \
-    gpu_device_buffers_test device_cuda_driver_test d2d_bandwidth capture_probe reduce_perf broadcast_perf reduce_scatter_perf \
+    gpu_device_buffers_test theseus-doctor device_cuda_driver_test d2d_bandwidth capture_probe reduce_perf broadcast_perf reduce_scatter_perf \
     alltoall_perf gather_perf scatter_perf"
 build_ok=$?
 fi

@@ -87,7 +87,7 @@ Engine::Engine(Communicator& comm)
       failureReports_(comm),
       memo_(memoSettings(comm, hostOf_, sliceBytes_)) {
   if (comm.transports() != nullptr) emulation_ = comm.transports()->emulation();
-  flight_.attach({hostOf_, &comm.attributes(), comm.transports()});
+  flight_.attach({hostOf_, &comm.attributes(), comm.transports(), comm.deviceExecutor()});
 }
 
 Engine::~Engine() { shutdown(); }
@@ -137,7 +137,7 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
     if (ops[i].kind == OpDesc::Kind::kCollective) {
       TH_CHECK(lowerCollective(ops[i], *p));
       p->traceId = flight_.queued(p->seq, p->opName, p->scheduleName, ops[i].count, exec::typeName(ops[i].type),
-                                  p->bytes, ops[i].root);
+                                  p->bytes, ops[i].root, p->memory);
       if (trace_ && !stepsSampled) {  // THESEUS_TRACE_STEPS: at most one plan of a group (one buffer)
         p->stepTimes = trace_->sampleSteps(p->steps.size());
         stepsSampled = p->stepTimes != nullptr;
@@ -149,7 +149,7 @@ Status Engine::lower(const std::vector<OpDesc>& ops, exec::Lane* lane) {
       while (j < ops.size() && ops[j].kind != OpDesc::Kind::kCollective) count += ops[j++].count;
       TH_CHECK(lowerP2p(&ops[i], j - i, *p));
       p->traceId = flight_.queued(p->seq, p->opName, p->scheduleName, count, exec::typeName(ops[i].type), p->bytes,
-                                  ops[i].peer);
+                                  ops[i].peer, p->memory);
       i = j;
     }
     lane->plans.push_back(p);

@@ -70,6 +70,24 @@ namespace {
   return Status::ok();
 }
 
+// A stall of an operation on pageable host memory on a communicator whose ranks
+// use the CUDA executor: a peer that passed device or pinned host memory for the
+// same operation runs it over the device FIFOs and waits there (nothing compares
+// the kinds of memory across ranks per call; theseus-doctor does from the
+// flight-recorder dumps). The error says so.
+[[gnu::cold, gnu::noinline]] Status withMemoryKindHint(const Status& s, const std::vector<CommOps>& work,
+                                                      const std::vector<exec::Lane>& lanes) {
+  if (s.code() != ncclTimeout) return s;
+  for (size_t i = 0; i < work.size(); ++i)
+    if (work[i].comm->deviceExecutor() == exec::DeviceExecutorMode::kCuda &&
+        lanes[i].memory == device::maskOf(device::MemoryKind::kHost))
+      return Status(s.code(), s.message() + " (this rank passed pageable host memory, which runs over the host "
+                                            "FIFOs; if a peer passed device or pinned host memory for the same "
+                                            "operation, it waits on the device FIFOs: pass buffers of the same kind "
+                                            "on every rank)");
+  return s;
+}
+
 // A group whose lanes have different executors (communicators in different
 // modes: one whose ranks all use CUDA beside one with a rank that does not, or
 // pageable host memory on one and device buffers on another). Each lane runs
@@ -176,6 +194,7 @@ Status executeOps(std::vector<CommOps>& work) {
     for (size_t i = 0; i < work.size(); ++i) profileLaunchStop(work[i].comm, &events[i]);
   if (!s.isOk()) {
     // Messages may be half-exchanged: the communicators involved cannot continue.
+    s = withMemoryKindHint(s, work, lanes);
     Status first;
     for (size_t i = 0; i < work.size(); ++i) {
       Status why = work[i].comm->engine()->noteFailure(s);

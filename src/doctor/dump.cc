@@ -48,7 +48,8 @@ bool parseOp(Reader& rd, const nlohmann::json& e, const std::string& at, DumpOp*
   bool ok = rd.u64(e, at, "seq", &o->seq) && rd.str(e, at, "op", &o->op) && rd.str(e, at, "state", &o->state) &&
             rd.str(e, at, "dtype", &o->dtype, false) && rd.u64(e, at, "count", &o->count, false) &&
             rd.u64(e, at, "start_ns", &o->startNs, false) && rd.u64(e, at, "end_ns", &o->endNs, false) &&
-            rd.str(e, at, "waiting", &o->waiting, false) && rd.str(e, at, "error", &o->error, false);
+            rd.str(e, at, "waiting", &o->waiting, false) && rd.str(e, at, "error", &o->error, false) &&
+            rd.str(e, at, "memory", &o->memory, false) && rd.str(e, at, "executor", &o->executor, false);
   if (!ok) return false;
   static const char* const kStates[] = {"queued", "running", "done", "failed", "unknown"};
   bool known = false;

@@ -20,6 +20,7 @@ namespace theseus::doctor {
 struct DumpOp {
   uint64_t seq = 0;
   std::string op, dtype, state, waiting, error;
+  std::string memory, executor;  // its buffers' kinds and what ran it ("" when the dump does not say)
   uint64_t count = 0, startNs = 0, endNs = 0;
   bool collective = true;  // not a group of point-to-point operations
 };

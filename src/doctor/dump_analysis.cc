@@ -32,24 +32,72 @@ struct Job {
   std::set<int> dumped;
 };
 
-// The first collective number where the ranks called different operations.
+// Which FIFOs an operation waits on: the device FIFOs of the CUDA (or emulated
+// device) executor, or the host FIFOs of the host and staging executors; ""
+// when the dump does not say.
+std::string fifosOf(const DumpOp& o) {
+  if (o.executor.empty()) return "";
+  return o.executor == "cuda" || o.executor.rfind("device", 0) == 0 ? "device" : "host";
+}
+
+// A mismatch at collective `seq` between `variants` (what each set of ranks did -> those ranks): the
+// minority's ranks (all of them when more than two variants) are the culprits.
+Finding mismatchAt(uint64_t seq, const std::map<int, const DumpOp*>& at,
+                   const std::map<std::string, std::vector<int>>& variants, const std::string& what,
+                   const std::string& advice) {
+  Finding f{"mismatch", {}, {}, {}, 0, "", {}};
+  std::string list;
+  for (const auto& [desc, rs] : variants) {
+    list += (list.empty() ? "" : "; ") + rankList(rs) + " " + desc;
+    if (rs.size() * 2 <= at.size() || variants.size() > 2) f.ranks.insert(f.ranks.end(), rs.begin(), rs.end());
+  }
+  std::sort(f.ranks.begin(), f.ranks.end());
+  f.words = "the ranks " + what + " at collective #" + std::to_string(seq) + ": " + list + advice;
+  for (const auto& [rank, op] : at) f.evidence.push_back("rank " + std::to_string(rank) + ": " + describe(*op));
+  return f;
+}
+
+// The first collective number where the ranks called different operations, or
+// called the same one on buffers of kinds that put it on different FIFOs (a
+// rank that passed pageable host memory where its peers passed device memory,
+// on a communicator whose ranks use the CUDA executor): each then waits for
+// messages its peers send elsewhere.
 void findMismatch(const Job& job, std::vector<Finding>* out) {
   for (const auto& [seq, at] : job.opAt) {
-    std::map<std::string, std::vector<int>> variants;  // "op of count x dtype" -> ranks
-    for (const auto& [rank, op] : at)
-      variants[op->op + " of " + std::to_string(op->count) + " x " + op->dtype].push_back(rank);
-    if (variants.size() < 2) continue;
-    Finding f{"mismatch", {}, {}, {}, 0, "", {}};
-    std::string what;
-    for (const auto& [desc, rs] : variants) {
-      what += (what.empty() ? "" : "; ") + rankList(rs) + " called " + desc;
-      if (rs.size() * 2 <= at.size() || variants.size() > 2) f.ranks.insert(f.ranks.end(), rs.begin(), rs.end());
+    std::map<std::string, std::vector<int>> called;  // what -> ranks
+    struct Family {
+      std::set<std::string> memory, executors;
+      std::vector<int> ranks;
+    };
+    std::map<std::string, Family> families;  // FIFOs -> what took them
+    for (const auto& [rank, op] : at) {
+      called["called " + op->op + " of " + std::to_string(op->count) + " x " + op->dtype].push_back(rank);
+      if (const std::string f = fifosOf(*op); !f.empty()) {
+        families[f].memory.insert(op->memory);
+        families[f].executors.insert(op->executor);
+        families[f].ranks.push_back(rank);
+      }
     }
-    std::sort(f.ranks.begin(), f.ranks.end());
-    f.words = "the ranks disagree at collective #" + std::to_string(seq) + ": " + what;
-    for (const auto& [rank, op] : at) f.evidence.push_back("rank " + std::to_string(rank) + ": " + describe(*op));
-    out->push_back(std::move(f));
-    return;  // the first disagreement explains what follows
+    if (called.size() > 1) {
+      out->push_back(mismatchAt(seq, at, called, "disagree", ""));
+      return;  // the first disagreement explains what follows
+    }
+    if (families.size() > 1) {
+      auto joined = [](const std::set<std::string>& words) {
+        std::string s;
+        for (const std::string& w : words) s += (s.empty() ? "" : " or ") + w;
+        return s;
+      };
+      std::map<std::string, std::vector<int>> fifos;
+      for (const auto& [f, fam] : families)
+        fifos["passed " + joined(fam.memory) + " memory (the " + joined(fam.executors) + " executor's " + f +
+              " FIFOs)"] = fam.ranks;
+      out->push_back(mismatchAt(seq, at, fifos, "ran the operation over different FIFOs",
+                                ": each waits for messages the others send elsewhere. Pass buffers of the same kind "
+                                "on every rank (device or pinned host memory everywhere, or pageable host memory "
+                                "everywhere)"));
+      return;
+    }
   }
 }
 

@@ -5,8 +5,11 @@
 // Hangs and divergence first (a job that stopped has one root cause and many
 // victims; these findings name the cause):
 //   * mismatch      - the first collective number at which ranks ran different
-//                     operations (collective, count or datatype); the ranks of
-//                     the minority (all of them when more than two variants);
+//                     operations (collective, count or datatype), or ran it
+//                     over different FIFOs (buffers of another kind: pageable
+//                     host memory where the peers passed device memory on a
+//                     CUDA-executor communicator); the ranks of the minority
+//                     (all of them when more than two variants);
 //   * died          - a rank without a dump that the survivors' errors say
 //                     failed first or exited (telemetry: comm/root_cause.h);
 //   * never_arrived - ranks whose last collective is older than the newest one

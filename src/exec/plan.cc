@@ -11,9 +11,11 @@ inline size_t partStart(size_t n, size_t parts, size_t p) {
 
 }  // namespace
 
-std::string Plan::describe() const {
-  return std::string(opName) + " #" + std::to_string(seq) + " [" + scheduleName + "] " + std::to_string(bytes) + " B";
+std::string Plan::Name::describe() const {
+  return std::string(op) + " #" + std::to_string(seq) + " [" + schedule + "] " + std::to_string(bytes) + " B";
 }
+
+std::string Plan::describe() const { return name().describe(); }
 
 Status wrongTagError(const Plan& plan, uint32_t step, int peer, uint32_t gotTag) {
   return invalidUsage(

@@ -120,6 +120,16 @@ struct Plan {
   uint64_t shapeId = 0;
   StepTiming* stepTimes = nullptr;  // one per step when this plan's steps are traced, else null
   std::string describe() const;  // "allreduce #12 [ring] 4194304 B"
+  // The fields describe() formats, for an error told after the engine reused this plan object for a
+  // later operation (the CUDA executor finds a kernel's failure at the next group).
+  struct Name {
+    const char* op = "";
+    const char* schedule = "";
+    uint64_t seq = 0;
+    size_t bytes = 0;
+    std::string describe() const;
+  };
+  Name name() const { return Name{opName, scheduleName, seq, bytes}; }
   void addBuffer(const void* base, size_t size, device::MemoryKind kind, bool isWritten, cudaStream_t s) {
     if (size == 0) return;
     memory |= device::maskOf(kind);

@@ -88,6 +88,7 @@ struct FlightRecorder::Entry {
   std::atomic<uint64_t> seq{0}, count{0}, bytes{0}, queuedNs{0}, startNs{0}, endNs{0};
   std::atomic<const char*> op{nullptr}, schedule{nullptr}, dtype{nullptr};
   std::atomic<int32_t> peer{-1};
+  std::atomic<uint8_t> memory{0};  // device::MemoryKindMask
   std::atomic<uint8_t> state{0};
   std::atomic<bool> hasText{false};  // waiting or error is set
   std::string waiting;  // textMu_
@@ -121,7 +122,7 @@ void FlightRecorder::attach(Context context) { context_ = std::move(context); }
 FlightRecorder::Entry* FlightRecorder::slot(uint64_t id) const { return &ring_[(id - 1) & ringMask_]; }
 
 uint64_t FlightRecorder::queued(uint64_t seq, const char* op, const char* schedule, uint64_t count, const char* dtype,
-                                uint64_t bytes, int peer) {
+                                uint64_t bytes, int peer, uint8_t memory) {
   const uint64_t id = next_.load(std::memory_order_relaxed) + 1;
   Entry* e = slot(id);
   e->id.store(0, std::memory_order_relaxed);  // being rewritten
@@ -133,6 +134,7 @@ uint64_t FlightRecorder::queued(uint64_t seq, const char* op, const char* schedu
   e->dtype.store(dtype, std::memory_order_relaxed);
   e->bytes.store(bytes, std::memory_order_relaxed);
   e->peer.store(peer, std::memory_order_relaxed);
+  e->memory.store(memory, std::memory_order_relaxed);
   e->queuedNs.store(0, std::memory_order_relaxed);  // set when it starts (no clock read here)
   e->startNs.store(0, std::memory_order_relaxed);
   e->endNs.store(0, std::memory_order_relaxed);
@@ -212,6 +214,7 @@ std::string FlightRecorder::json(const std::string& reason) const {
                           {"queued_ns", e->queuedNs.load(std::memory_order_relaxed)},
                           {"start_ns", e->startNs.load(std::memory_order_relaxed)},
                           {"end_ns", e->endNs.load(std::memory_order_relaxed)}};
+      if (const uint8_t memory = e->memory.load(std::memory_order_relaxed); memory != 0) addMemory(memory, &j);
       if (!e->waiting.empty()) j["waiting"] = e->waiting;
       if (!e->error.empty()) j["error"] = e->error;
       if (e->id.load(std::memory_order_acquire) == id) entries.push_back(std::move(j));
@@ -222,6 +225,17 @@ std::string FlightRecorder::json(const std::string& reason) const {
                         {"created_ns", createdNs_}, {"entries", entries}};
   addContext(&out);
   return out.dump(1);
+}
+
+// An entry's "memory" (its buffers' kinds) and "executor" (what runs such an operation on this communicator,
+// computed here rather than recorded per operation: it follows from the two).
+void FlightRecorder::addMemory(uint8_t memory, nlohmann::json* entry) const {
+  std::string kinds;
+  for (device::MemoryKind k : {device::MemoryKind::kHost, device::MemoryKind::kHostPinned, device::MemoryKind::kDevice})
+    if ((memory & device::maskOf(k)) != 0) kinds += (kinds.empty() ? "" : "+") + std::string(device::memoryKindName(k));
+  (*entry)["memory"] = kinds;
+  Result<exec::Executor*> e = exec::executorFor(memory, context_.deviceExecutor);
+  (*entry)["executor"] = e.isOk() ? e.value()->name() : "none";
 }
 
 // The host of every rank, the transport counters of every peer that carried traffic, and the

@@ -21,13 +21,17 @@
 // {"format": 1, "rank": r, "nranks": n, "comm": "<hash>", "host": "h", "pid": p,
 //  "reason": "...", "now_ns": t, "created_ns": t, "entries": [{"id": i, "seq": s,
 //  "op": "allreduce", "schedule": "ring", "count": c, "dtype": "float32", "bytes": b,
-//  "peer": -1, "state": "done", "queued_ns": t, "start_ns": t, "end_ns": t,
-//  "waiting": "...", "error": "..."}],
+//  "peer": -1, "memory": "device", "executor": "cuda", "state": "done",
+//  "queued_ns": t, "start_ns": t, "end_ns": t, "waiting": "...", "error": "..."}],
 //  "host_of": [h0, h1, ...],
 //  "peers": [{"peer": p, "bytes_sent": b, "send_busy_ns": t, "link_busy_ns": t,
 //             "bytes_received": b, "recv_wait_ns": t}],
 //  "attributes": <this rank's attribute snapshot, attrs::Snapshot's wire format>}
-// (times: the steady clock, in ns; 0 = not yet). The last three (set by attach())
+// (times: the steady clock, in ns; 0 = not yet). "memory" is the kinds of the
+// operation's buffers ("host", "pinned host", "device", joined by "+") and
+// "executor" what runs it on this communicator (exec::executorFor: "host",
+// "staging", "cuda", "device (emulated)"), which says which FIFOs it waits on;
+// both are left out when the buffers' kinds are unknown. The last three (set by attach())
 // are what theseus-doctor needs to localize slow links, hosts and stragglers:
 // the host of every rank, the transport counters of every peer since the
 // connections opened (whole-window throughput, busy and wait times) and the
@@ -42,6 +46,8 @@
 #include <string>
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
+
+#include "exec/executor.h"
 
 namespace theseus::attrs {
 class AttributeStore;
@@ -67,6 +73,7 @@ class FlightRecorder {
     std::vector<int> hostOf;                                // host index of every rank
     const attrs::AttributeStore* attributes = nullptr;      // may be null
     const transport::TransportManager* transports = nullptr;  // may be null
+    exec::DeviceExecutorMode deviceExecutor = exec::DeviceExecutorMode::kOff;  // the communicator's
   };
 
   explicit FlightRecorder(Identity id, size_t capacity = configuredCapacity());
@@ -75,8 +82,9 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // The thread that lowers and runs operations. Returns the operation's id (1, 2, ...).
+  // `memory`: the kinds of its buffers (device::MemoryKindMask; 0: unknown).
   uint64_t queued(uint64_t seq, const char* op, const char* schedule, uint64_t count, const char* dtype,
-                  uint64_t bytes, int peer);
+                  uint64_t bytes, int peer, uint8_t memory = 0);
   void started(uint64_t id, uint64_t nowNs);
   void done(uint64_t id, uint64_t endNs);
   // Every operation not done yet fails with `why`.
@@ -98,6 +106,7 @@ class FlightRecorder {
   struct Entry;
   Entry* slot(uint64_t id) const;
   void addContext(nlohmann::json* out) const;
+  void addMemory(uint8_t memory, nlohmann::json* entry) const;
   Identity id_;
   Context context_;
   uint64_t createdNs_;

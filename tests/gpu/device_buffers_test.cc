@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -1483,6 +1484,69 @@ TEST(GpuCudaExecutor, AGroupRunsEachCommunicatorOnItsOwnExecutor) {
     return std::vector<std::string>{"env", "CUDA_VISIBLE_DEVICES=", "THESEUS_FAKE_CUDA_DEVICES=0"};
   };
   EXPECT_RANKS_OK(theseus::test::runRanks("groups_across_executors", 3, options));
+}
+
+// Rank 0 passes device memory, rank 1 pageable host memory for the same allreduce on a communicator whose ranks
+// use the CUDA executor: each runs it over other FIFOs (the device FIFOs, the host FIFOs) and waits for the other
+// until the stall timeout. Both then fail, saying that the kinds of memory may differ: rank 1 at once from its
+// call (the host executor is synchronous), rank 0 from its next call (the kernel's failure is found then, and
+// names allreduce #0, where it named #1 before).
+THESEUS_RANK_FN(kinds_across_ranks) {
+  OPEN_DEVICE_RANK(stream, comm);
+  const size_t count = 1024;
+  std::vector<float> host(count, 1.0f);
+  float* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, count * sizeof(float)));
+  CUDA_OK(cudaMemcpy(dev, host.data(), count * sizeof(float), cudaMemcpyDefault));
+  float* buf = ctx.rank == 0 ? dev : host.data();
+  ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream);
+  if (ctx.rank == 0) {
+    RANK_CHECK(r == ncclSuccess);  // queued
+    CUDA_OK(cudaStreamSynchronize(stream));  // the kernel stops at the stall timeout
+    r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream);
+  }
+  RANK_CHECK(r != ncclSuccess);
+  const std::string why = ncclGetLastError(comm);
+  fprintf(stderr, "rank %d: %s\n", ctx.rank, why.c_str());
+  RANK_CHECK(why.find(ctx.rank == 0 ? "if a peer passed pageable host memory for this operation"
+                                    : "this rank passed pageable host memory") != std::string::npos);
+  RANK_CHECK(why.find("pass buffers of the same kind on every rank") != std::string::npos);
+  // The operation that stalled, not the call that found it (the engine reused its plan object for that call).
+  RANK_CHECK(why.find("allreduce #0 ") != std::string::npos);
+  ncclCommAbort(comm);
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// The stall that ranks passing different kinds of memory run into ends with errors that say so, and
+// theseus-doctor names the rank from the flight-recorder dumps: a mismatch of FIFOs at that collective.
+TEST(GpuCudaExecutor, RanksPassingPageableAndDeviceMemoryAreToldAndTheDoctorNamesThem) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  char dir[] = "/tmp/theseus-kinds-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto options = cudaExecutor();
+  options.env["THESEUS_STALL_TIMEOUT_MS"] = "2000";
+  options.env["THESEUS_FLIGHT_RECORDER_DUMP"] = std::string(dir) + "/fr.%r";
+  options.timeoutSec = 60;
+  EXPECT_RANKS_OK(theseus::test::runRanks("kinds_across_ranks", 2, options));
+  if (access(THESEUS_DOCTOR, X_OK) != 0) {  // binaries carried to another machine
+    fprintf(stderr, "theseus-doctor is not at %s: its verdict is not checked\n", THESEUS_DOCTOR);
+    return;
+  }
+  const std::string out = std::string(dir) + "/doctor.json";
+  const std::string cmd = std::string(THESEUS_DOCTOR) + " --json " + dir + "/fr.0 " + dir + "/fr.1 > " + out + " 2>&1";
+  ASSERT_EQ(system(cmd.c_str()), 0) << theseus::test::readFile(out);
+  auto verdict = nlohmann::json::parse(theseus::test::readFile(out), nullptr, false);
+  ASSERT_FALSE(verdict.is_discarded()) << theseus::test::readFile(out);
+  ASSERT_FALSE(verdict["findings"].empty()) << verdict.dump(1);
+  const auto& f = verdict["findings"][0];
+  EXPECT_EQ(f["kind"], "mismatch") << verdict.dump(1);
+  const std::string words = f.value("words", "");
+  for (const char* says : {"different FIFOs", "rank 0 passed device memory (the cuda executor's device FIFOs)",
+                           "rank 1 passed host memory (the host executor's host FIFOs)"})
+    EXPECT_NE(words.find(says), std::string::npos) << says << " in: " << words;
+  (void)system((std::string("rm -rf ") + dir).c_str());
 }
 
 // A lane's blocks meet at barriers and a rank's kernel waits for its peers', so the executor splits an operation

@@ -117,7 +117,9 @@ struct Slot {
     uint32_t blocks = 1;
   };
   std::vector<LaneResults> results;
-  std::vector<std::vector<const Plan*>> lanePlans;
+  // Per lane, its plans' names: the engine reuses the plan objects for the next group, which is when a
+  // failure here is found (the first plan's communicator fields, rank and abort flag, stay as they were).
+  std::vector<std::vector<Plan::Name>> laneNames;
   size_t lanes = 0;
   bool busy = false;
   std::thread::id owner;  // the thread whose group it holds
@@ -197,7 +199,9 @@ Status laneFailure(uint32_t state, const std::string& what, int rank) {
     case 3:
       return remoteError("%s: rank %d: the communicator was aborted", what.c_str(), rank);
     case 4:
-      return remoteError("%s: rank %d made no progress on the GPU for the stall timeout", what.c_str(), rank);
+      return remoteError("%s: rank %d made no progress on the GPU for the stall timeout (if a peer passed pageable "
+                         "host memory for this operation, it runs over the host FIFOs, not the device FIFOs this "
+                         "rank waits on: pass buffers of the same kind on every rank)", what.c_str(), rank);
     case dev::kSiblingStopped:
       return remoteError("%s: rank %d: a thread block of the operation stopped another (its error was lost)",
                          what.c_str(), rank);
@@ -308,11 +312,14 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
       cs.saidZeroCopy = true;
     }
     if (r.state == 1) continue;
-    const Plan& p = *slot.lanePlans[l][std::min<size_t>(r.failedPlan, slot.lanePlans[l].size() - 1)];
-    Status s = laneFailure(r.state, p.describe(), p.rank);
+    if (first == nullptr) continue;  // a lane without plans runs nothing
+    const std::vector<Plan::Name>& names = slot.laneNames[l];
+    const std::string what = names[std::min<size_t>(r.failedPlan, names.size() - 1)].describe();
+    const Plan& p = *first;
+    Status s = laneFailure(r.state, what, p.rank);
     // Stopped for a failure of a connection it needed (a proxied FIFO's network): that failure.
     if (r.state == 5 && p.transports != nullptr) {
-      if (Status a = p.transports->asyncFailure(); !a.isOk()) s = a.withContext(p.describe());
+      if (Status a = p.transports->asyncFailure(); !a.isOk()) s = a.withContext(what);
     }
     if (p.abort != nullptr) {
       auto it = comms_.find(p.abort);
@@ -680,7 +687,7 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
     slot->lanes = 0;
     slot->eventsUsed = 0;
     if (slot->results.size() < lanes.size()) slot->results.resize(lanes.size());
-    if (slot->lanePlans.size() < lanes.size()) slot->lanePlans.resize(lanes.size());
+    if (slot->laneNames.size() < lanes.size()) slot->laneNames.resize(lanes.size());
   }
   for (size_t g = 0; g < ngroups; ++g) {
     const cudaStream_t stream = streamLanes_[g].stream;
@@ -699,7 +706,9 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
       const Plan* first = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front();
       if (slot != nullptr) {
         slot->results[slot->lanes] = Slot::LaneResults{first, ll.results, ll.blocks};
-        slot->lanePlans[slot->lanes++].assign(lanes[l].plans.begin(), lanes[l].plans.end());
+        std::vector<Plan::Name>& names = slot->laneNames[slot->lanes++];
+        names.clear();
+        for (const Plan* p : lanes[l].plans) names.push_back(p->name());
       }
       if (captured != nullptr && first != nullptr) {
         Captured::LaneEntry e;

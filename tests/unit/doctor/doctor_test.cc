@@ -81,6 +81,35 @@ TEST(Doctor, AWrongCountIsAMismatch) {
   EXPECT_NE(f[0].words.find("20 x float"), std::string::npos) << f[0].words;
 }
 
+// The same collective over different FIFOs: rank 1 passed pageable host memory where its peers passed device
+// memory on a communicator whose ranks use the CUDA executor. Device beside pinned host memory (both the CUDA
+// executor's) and host beside staged device memory (both host FIFOs) are no mismatch.
+TEST(Doctor, BuffersOfAnotherKindThatTakeOtherFifosAreAMismatch) {
+  auto on = [](nlohmann::json e, const char* memory, const char* executor) {
+    e["memory"] = memory;
+    e["executor"] = executor;
+    return e;
+  };
+  auto waiting = [&](uint64_t seq, const char* memory, const char* executor) {
+    return on(entry(seq, "allreduce", 10, "running", 0, "waits for data from rank 0"), memory, executor);
+  };
+  auto f = run({dump(0, 3, {on(entry(0, "allreduce", 10, "done"), "device", "cuda"), waiting(1, "device", "cuda")}),
+                dump(1, 3, {on(entry(0, "allreduce", 10, "done"), "device", "cuda"), waiting(1, "host", "host")}),
+                dump(2, 3, {on(entry(0, "allreduce", 10, "done"), "pinned host", "cuda"),
+                            waiting(1, "pinned host", "cuda")})});
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "mismatch");
+  EXPECT_EQ(f[0].ranks, std::vector<int>({1}));
+  for (const char* says : {"collective #1", "different FIFOs", "rank 1 passed host memory (the host executor's host",
+                           "ranks 0 and 2 passed device or pinned host memory (the cuda executor's device FIFOs)",
+                           "Pass buffers of the same kind on every rank"})
+    EXPECT_NE(f[0].words.find(says), std::string::npos) << says << " in: " << f[0].words;
+
+  auto fine = run({dump(0, 2, {on(entry(0, "allreduce", 10, "done"), "host", "host")}),
+                   dump(1, 2, {on(entry(0, "allreduce", 10, "done"), "device", "staging")})});
+  for (const Finding& x : fine) EXPECT_NE(x.kind, "mismatch") << x.words;
+}
+
 TEST(Doctor, ARankThatNeverArrivedAndAMissingDump) {
   auto f = run({dump(0, 4, {entry(4, "allreduce", 8, "done"), entry(5, "allreduce", 8, "running", 0, "waits for data from rank 2")}),
                 dump(1, 4, {entry(4, "allreduce", 8, "done"), entry(5, "allreduce", 8, "running", 0, "waits for data from rank 0")}),

@@ -36,6 +36,39 @@ TEST(FlightRecorder, ADumpHoldsTheConfiguredNumberOfNewestOperations) {
   }
 }
 
+// An entry says what its buffers were and, from that and the communicator's mode, what ran it:
+// which FIFOs it waited on (the doctor compares them across ranks).
+TEST(FlightRecorder, AnEntrySaysItsMemoryAndItsExecutor) {
+  using device::MemoryKind;
+  using device::maskOf;
+  struct Case {
+    exec::DeviceExecutorMode mode;
+    uint8_t memory;
+    const char* kinds;     // "memory" ("" when left out)
+    const char* executor;  // "executor"
+  };
+  const Case cases[] = {
+      {exec::DeviceExecutorMode::kCuda, maskOf(MemoryKind::kHost), "host", "host"},
+      {exec::DeviceExecutorMode::kOff, static_cast<uint8_t>(maskOf(MemoryKind::kHost) | maskOf(MemoryKind::kHostPinned)),
+       "host+pinned host", "host"},
+      {exec::DeviceExecutorMode::kEmulate, maskOf(MemoryKind::kHostPinned), "pinned host", "device (emulated)"},
+      {exec::DeviceExecutorMode::kCuda, 0, "", ""},
+  };
+  for (const Case& c : cases) {
+    FlightRecorder fr({0, 2, 1});
+    fr.attach({{0, 0}, nullptr, nullptr, c.mode});
+    fr.queued(7, "allreduce", "ring", 2, "float", 8, -1, c.memory);
+    const auto e = nlohmann::json::parse(fr.json("test"))["entries"].at(0);
+    if (*c.kinds == 0) {
+      EXPECT_FALSE(e.contains("memory")) << e.dump();
+      EXPECT_FALSE(e.contains("executor")) << e.dump();
+      continue;
+    }
+    EXPECT_EQ(e.value("memory", ""), c.kinds) << e.dump();
+    EXPECT_EQ(e.value("executor", ""), c.executor) << e.dump();
+  }
+}
+
 // What the always-on recorder costs an operation, measured alone (printed; the machine's noise
 // drowns it in a collective's time): its three calls with the default capacity.
 TEST(FlightRecorder, CostPerOperation) {
