@@ -316,11 +316,9 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
     const std::vector<Plan::Name>& names = slot.laneNames[l];
     const std::string what = names[std::min<size_t>(r.failedPlan, names.size() - 1)].describe();
     const Plan& p = *first;
-    Status s = laneFailure(r.state, what, p.rank);
     // Stopped for a failure of a connection it needed (a proxied FIFO's network): that failure.
-    if (r.state == 5 && p.transports != nullptr) {
-      if (Status a = p.transports->asyncFailure(); !a.isOk()) s = a.withContext(what);
-    }
+    const Status network = r.state == 5 && p.transports != nullptr ? p.transports->asyncFailure() : Status::ok();
+    const Status s = network.isOk() ? laneFailure(r.state, what, p.rank) : network.withContext(what);
     if (p.abort != nullptr) {
       auto it = comms_.find(p.abort);
       if (it != comms_.end() && it->second.failure.isOk()) it->second.failure = s;
