@@ -1,5 +1,7 @@
 #include "bootstrap/wire.h"
 
+#include <cstring>
+
 #include "common/log.h"
 
 namespace theseus::bootstrap::wire {
@@ -111,6 +113,14 @@ Status decodeLinkJoin(std::string_view payload, LinkJoin* j) {
 Status sendFrame(int fd, uint32_t type, std::string_view payload, const Wait& wait, const std::string& what) {
   if (payload.size() > UINT32_MAX) return internalError("frame of %zu bytes is too large", payload.size());
   FrameHeader h{kFrameMarker, type, static_cast<uint32_t>(payload.size())};
+  // A small frame (most control messages) is built on the stack: also the goodbyes sent from an atexit
+  // hook, which runs after the exiting thread's thread_local objects were destroyed.
+  char small[256];
+  if (payload.size() <= sizeof(small) - sizeof(h)) {
+    memcpy(small, &h, sizeof(h));
+    if (!payload.empty()) memcpy(small + sizeof(h), payload.data(), payload.size());
+    return sendAll(fd, small, sizeof(h) + payload.size(), wait, what);
+  }
   thread_local std::string buf;  // reused: the epoch clock sends a lease request from the enqueue path
   buf.assign(reinterpret_cast<const char*>(&h), sizeof(h));
   buf.append(payload.data(), payload.size());

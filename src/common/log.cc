@@ -38,8 +38,16 @@ FILE* gFile = nullptr;
 char gHost[64] = "";
 thread_local int tDevice = -1;
 
-std::mutex gLastErrorMutex;
-char gLastError[2048] = "";
+// ncclGetLastError hands out a pointer its caller reads without a lock, while
+// any thread may set a newer error meanwhile (a control loop that finds a peer
+// dead). So each error is written into the next of a few buffers and then
+// published: a text a caller holds stays intact until kLastErrorBuffers - 1
+// newer errors were set.
+constexpr unsigned kLastErrorBuffers = 8;
+std::mutex gLastErrorMutex;                        // orders the writers
+char gLastErrors[kLastErrorBuffers][2048];
+unsigned gNextLastError = 0;                       // under gLastErrorMutex
+std::atomic<const char*> gLastError{""};           // the newest, published
 
 void initLocked() {
   const char* level = env::get("NCCL_DEBUG");
@@ -162,10 +170,12 @@ void setThreadDevice(int device) { tDevice = device; }
 
 void setLastError(const std::string& text) {
   std::lock_guard<std::mutex> lock(gLastErrorMutex);
-  snprintf(gLastError, sizeof(gLastError), "%s", text.c_str());
+  char* buffer = gLastErrors[gNextLastError++ % kLastErrorBuffers];
+  snprintf(buffer, sizeof(gLastErrors[0]), "%s", text.c_str());
+  gLastError.store(buffer, std::memory_order_release);
 }
 
-const char* lastError() { return gLastError; }
+const char* lastError() { return gLastError.load(std::memory_order_acquire); }
 
 std::string printable(std::string_view text, size_t max) {
   std::string out;

@@ -146,14 +146,16 @@ struct Captured {
 
 // Graphs are destroyed on threads of their own; CUDA calls the user object's
 // destructor there, where no CUDA call is allowed, so it only hands the images
-// back, and the next run() frees them.
+// back, and the next run() frees them. Never destroyed: a graph may be
+// destroyed during exit (by CUDA's teardown, or a static of the caller's) when
+// this library's statics are already gone.
 std::mutex& retiredMutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::vector<Captured*>& retired() {
-  static std::vector<Captured*> list;
-  return list;
+  static auto* list = new std::vector<Captured*>;
+  return *list;
 }
 void retireCaptured(void* captured) {
   std::lock_guard<std::mutex> lock(retiredMutex());

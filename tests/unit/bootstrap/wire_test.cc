@@ -1,8 +1,10 @@
 // Wire format codecs, the incremental parser, unique ids and the ranks-per-root rule.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "boot_test_util.h"
 #include "bootstrap/host_identity.h"
@@ -217,6 +219,28 @@ TEST(HostIdentity, HashCoversNamespaceAndHostId) {
   EXPECT_FALSE(me.hostname.empty());
   EXPECT_NE(me.description.find("net:["), std::string::npos) << me.description;
   EXPECT_EQ(me.hash, hostHashOf(me.description));
+}
+
+// Frames of every size around the stack-built small frames' limit and a large one arrive whole, in order.
+TEST(Wire, FramesOfAnySizeArriveWhole) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  std::vector<std::string> payloads;
+  for (size_t n = 0; n <= 300; ++n) payloads.push_back(std::string(n, static_cast<char>('a' + n % 26)));
+  payloads.push_back(std::string(1 << 20, 'z'));
+  std::thread sender([&] {
+    for (size_t i = 0; i < payloads.size(); ++i)
+      EXPECT_TRUE(wire::sendFrame(fds[0], wire::kFirstUserType + i % 4, payloads[i], Wait::forMs(10000), "peer").isOk());
+  });
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    auto f = wire::recvFrame(fds[1], 2 << 20, Wait::forMs(10000), "peer");
+    ASSERT_TRUE(f.isOk()) << f.status().message();
+    EXPECT_EQ(f.value().type, wire::kFirstUserType + i % 4);
+    EXPECT_EQ(f.value().payload, payloads[i]) << "frame " << i;
+  }
+  sender.join();
+  close(fds[0]);
+  close(fds[1]);
 }
 
 }  // namespace
