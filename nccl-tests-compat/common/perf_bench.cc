@@ -274,6 +274,11 @@ Status timeTest(ThreadCtx& t, ncclDataType_t type, bool usesOp, OpKind op, int r
     printNow(t, rowPrefix(row.bytes, row.count, row.type.c_str(), row.op.c_str(), row.root));
     for (bool inPlace : {false, true}) {
       Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
+      if (inPlace && !o.inPlace) {
+        m.ran = false;
+        printNow(t, rowHalfNotRun());
+        continue;
+      }
       PERF_CHECK(measure(t, c, inPlace, &m));
       printNow(t, rowHalf(m.usec, m.algBw, m.busBw, m.wrong));
       t.busBwSum += m.busBw;

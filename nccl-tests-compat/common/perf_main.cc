@@ -340,7 +340,7 @@ Status Runner::printFooter(const ThreadCtx& p) {
                {"iters", std::to_string(o().iters)},      {"warmup_iters", std::to_string(o().warmupIters)},
                {"agg_iters", std::to_string(o().aggIters)}, {"check", std::to_string(o().check)},
                {"average", std::to_string(o().average)},  {"blocking", std::to_string(o().blocking)},
-               {"launch", launchModeName(run_.world.mode())}};
+               {"in_place", o().inPlace ? "1" : "0"},       {"launch", launchModeName(run_.world.mode())}};
   j.devices = deviceLines_;
   j.rows = p.rows;
   j.outOfBounds = p.errors;

@@ -142,6 +142,13 @@ const std::vector<Flag>& flags() {
       {0, "host", false,
        [](auto&, auto&, Options* o) { o->memory = MemoryMode::kHost; return Status::ok(); }},
       {0, "malloc", false, [](auto&, auto&, Options* o) { o->useMalloc = true; return Status::ok(); }},
+      {0, "in_place", true,
+       [](auto& f, auto& v, Options* o) {
+         int on = 1;
+         PERF_CHECK(intInto(f, v, 0, 1, &on));
+         o->inPlace = on != 0;
+         return Status::ok();
+       }},
   };
   return table;
 }
@@ -276,6 +283,7 @@ std::string usageText(const char* program) {
       "  -G,--cudagraph <0>        CUDA graphs are not supported (only 0)\n"
       "     --host                 host buffers even when a GPU is present\n"
       "     --malloc               malloc/cudaMalloc buffers instead of ncclMemAlloc\n"
+      "     --in_place <0/1>       0: run only the out-of-place half (in-place columns N/A) (1)\n"
       "  -h,--help                 this text\n"
       "Ranks: under theseus-run (THESEUS_RANK/THESEUS_NRANKS + NCCL_COMM_ID), under mpirun when built\n"
       "with MPI, else one process. Exit codes: 0 ok, 1 wrong results, 2 error, 3 usage, 4 timeout.\n",

@@ -1,5 +1,5 @@
 // Command line of the *_perf binaries: nccl-tests' flags with nccl-tests'
-// meanings and defaults (reference §3.3), plus --host and --malloc.
+// meanings and defaults (reference §3.3), plus --host, --malloc and --in_place.
 #pragma once
 
 #include <cstddef>
@@ -46,6 +46,7 @@ struct Options {
   std::string jsonPath;         // -J
   MemoryMode memory = MemoryMode::kAuto;  // --host
   bool useMalloc = false;       // --malloc: plain malloc (cudaMalloc on GPUs) instead of ncclMemAlloc
+  bool inPlace = true;          // --in_place 0: leave the in-place half out (its columns read N/A)
   bool help = false;            // -h
 };
 

@@ -44,6 +44,8 @@ std::string rowHalf(double usec, double algBw, double busBw, std::optional<doubl
   return strprintf("  %7s  %6s  %6s  %6g", t.c_str(), a.c_str(), b.c_str(), *wrong);
 }
 
+std::string rowHalfNotRun() { return strprintf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A"); }
+
 std::vector<std::string> footer(long long errors, double avgBusBw, double minBw) {
   std::vector<std::string> lines;
   lines.push_back(strprintf("# Out of bounds values : %lld %s", errors, errors ? "FAILED" : "OK"));
@@ -57,6 +59,7 @@ std::vector<std::string> footer(long long errors, double avgBusBw, double minBw)
 namespace {
 
 nlohmann::json measurementJson(const Measurement& m) {
+  if (!m.ran) return nullptr;
   nlohmann::json j;
   j["time_us"] = m.usec;
   j["algbw_gbs"] = m.algBw;

@@ -25,6 +25,8 @@ std::vector<std::string> tableHeader(bool cputime = false);
 std::string rowPrefix(size_t bytes, size_t count, const char* type, const char* op, int root);
 // "  time  algbw  busbw  #wrong" (wrong: std::nullopt prints N/A, as with -c 0).
 std::string rowHalf(double usec, double algBw, double busBw, std::optional<double> wrong);
+// The columns of a half that did not run (--in_place 0): N/A throughout.
+std::string rowHalfNotRun();
 // "# Out of bounds values : N OK|FAILED" and "# Avg bus bandwidth    : X[ OK|FAILED]".
 // minBw < 0: no bandwidth check (NCCL_TESTS_MIN_BW unset).
 std::vector<std::string> footer(long long errors, double avgBusBw, double minBw);
@@ -35,6 +37,7 @@ struct Measurement {
   double algBw = 0;
   double busBw = 0;
   std::optional<double> wrong;  // nullopt: not checked
+  bool ran = true;              // false: not run (--in_place 0)
 };
 
 struct ResultRow {

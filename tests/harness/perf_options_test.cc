@@ -72,7 +72,7 @@ TEST(PerfOptions, EveryShortFlag) {
 TEST(PerfOptions, LongFormsInlineValuesAndOurFlags) {
   Options o;
   Status s = parse({"--minbytes=1K", "--maxbytes", "1G", "--stepfactor=4", "--op", "all", "--datatype=all",
-                    "--root", "all", "--check=0", "--host", "--malloc", "-b2K"},
+                    "--root", "all", "--check=0", "--host", "--malloc", "--in_place", "0", "-b2K"},
                    &o);
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(o.minBytes, 2048u);  // the later -b2K wins
@@ -85,6 +85,11 @@ TEST(PerfOptions, LongFormsInlineValuesAndOurFlags) {
   EXPECT_EQ(o.check, 0);
   EXPECT_EQ(o.memory, MemoryMode::kHost);
   EXPECT_TRUE(o.useMalloc);
+  EXPECT_FALSE(o.inPlace);
+  Options d;
+  ASSERT_TRUE(parse({"--in_place=1"}, &d).isOk());
+  EXPECT_TRUE(d.inPlace);
+  EXPECT_TRUE(Options{}.inPlace);  // both halves by default, as nccl-tests
 }
 
 TEST(PerfOptions, TypeAndOpListsAndAliases) {
@@ -134,6 +139,8 @@ TEST(PerfOptions, BadInputIsAClearUsageError) {
       {{"-G", "2"}, "CUDA graph capture is not supported"},
       {{"-T", "soon"}, "not a number of seconds"},
       {{"--host=1"}, "takes no value"},
+      {{"--in_place", "2"}, "out of range"},
+      {{"--in_place"}, "--in_place needs a value"},
       {{"stray"}, "unexpected argument 'stray'"},
   };
   for (const Case& c : cases) {
@@ -151,7 +158,7 @@ TEST(PerfOptions, HelpSkipsValidationAndUsageMentionsEveryFlag) {
   EXPECT_TRUE(o.help);
   std::string u = usageText("x_perf");
   for (const char* f : {"-t,", "-g,", "-b,", "-e,", "-i,", "-f,", "-n,", "-w,", "-m,", "-N,", "-c,", "-o,", "-d,",
-                        "-r,", "-z,", "-a,", "-p,", "-T,", "-C,", "-R,", "-u,", "-J,", "--host", "--malloc"})
+                        "-r,", "-z,", "-a,", "-p,", "-T,", "-C,", "-R,", "-u,", "-J,", "--host", "--malloc", "--in_place"})
     EXPECT_NE(u.find(f), std::string::npos) << f;
 }
 

@@ -55,6 +55,11 @@ TEST(PerfReport, NotCheckedPrintsNA) {
   EXPECT_EQ(rowHalf(5.0, 0.0, 0.0, std::nullopt), "     5.00    0.00    0.00    N/A");
 }
 
+TEST(PerfReport, AHalfThatDidNotRunIsNAInEveryColumnAndKeepsTheColumnsInLine) {
+  EXPECT_EQ(rowHalfNotRun(), "      N/A     N/A     N/A     N/A");
+  EXPECT_EQ(rowHalfNotRun().size(), rowHalf(120.0, 8.74, 13.11, 3.0).size());
+}
+
 TEST(PerfReport, FloatsShrinkToFitTheirColumn) {
   EXPECT_EQ(formatFloat(3.14159, 6), "  3.14");
   EXPECT_EQ(formatFloat(999.994, 6), "999.99");
@@ -91,14 +96,19 @@ TEST(PerfReport, JsonCarriesEveryRowAndIsVersioned) {
   r.op = "sum";
   r.outOfPlace = {1.5, 0.01, 0.02, 0.0};
   r.inPlace = {1.25, 0.01, 0.02, std::nullopt};
-  j.rows = {r};
+  ResultRow notRun = r;
+  notRun.inPlace = Measurement{};
+  notRun.inPlace.ran = false;  // --in_place 0
+  j.rows = {r, notRun};
   j.outOfBounds = 0;
   j.avgBusBw = 0.02;
   auto parsed = nlohmann::json::parse(j.toJson());
   EXPECT_EQ(parsed["schema"], "theseus.perf.results");
   EXPECT_EQ(parsed["version"], 1);
   EXPECT_EQ(parsed["nranks"], 4);
-  ASSERT_EQ(parsed["results"].size(), 1u);
+  ASSERT_EQ(parsed["results"].size(), 2u);
+  EXPECT_TRUE(parsed["results"][1]["in_place"].is_null());
+  EXPECT_FALSE(parsed["results"][1]["out_of_place"].is_null());
   EXPECT_EQ(parsed["results"][0]["size"], 8);
   EXPECT_EQ(parsed["results"][0]["root"], -1);
   EXPECT_DOUBLE_EQ(parsed["results"][0]["out_of_place"]["time_us"].get<double>(), 1.5);
