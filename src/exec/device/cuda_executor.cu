@@ -38,7 +38,7 @@
 // Runs the device buffers of communicators whose ranks all use CUDA
 // (THESEUS_DEVICE_EXECUTOR=auto, the default, or cuda; device_executor.h);
 // scripts/gpu-check.sh exercises it on a GPU. Only this file and cuda_kernel.cu touch
-// the CUDA runtime.
+// the CUDA runtime (with cuda_images.h, its images and captured graphs).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +53,7 @@
 
 #include "common/log.h"
 #include "device/host_registry.h"
+#include "exec/device/cuda_images.h"
 #include "exec/device/cuda_launch.h"
 #include "exec/device/dev_lower.h"
 #include "exec/device/dev_split.h"
@@ -63,119 +64,14 @@
 namespace theseus::exec {
 namespace {
 
-Status cudaCheck(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::ok();
-  return Status(ncclUnhandledCudaError, std::string(what) + " failed: " + cudaGetErrorName(e) + " (" +
-                                            cudaGetErrorString(e) + ")");
-}
-
-// A bump allocator over one pinned, mapped chunk (reset per use).
-class PinnedChunk {
- public:
-  ~PinnedChunk() {
-    if (base_ != nullptr) (void)cudaFreeHost(base_);
-    for (void* p : outgrown_) (void)cudaFreeHost(p);
-  }
-  // A chunk that grows keeps its old memory until it is destroyed: cudaFreeHost may wait for the device, and
-  // kernels of other ranks of this process (threads) can be running then, waiting for this thread's next launch.
-  Status reserve(size_t bytes) {
-    if (bytes <= capacity_) return Status::ok();
-    if (base_ != nullptr) outgrown_.push_back(base_);
-    base_ = nullptr;
-    capacity_ = std::max(bytes, capacity_ * 2);
-    void* p = nullptr;
-    TH_CHECK(cudaCheck(cudaHostAlloc(&p, capacity_, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc"));
-    base_ = static_cast<char*>(p);
-    return Status::ok();
-  }
-  void reset() { used_ = 0; }
-  static void* allocate(void* ctx, size_t bytes, size_t align) {
-    auto* c = static_cast<PinnedChunk*>(ctx);
-    size_t at = (c->used_ + align - 1) / align * align;
-    if (at + bytes > c->capacity_) return nullptr;
-    c->used_ = at + bytes;
-    return c->base_ + at;
-  }
-
- private:
-  char* base_ = nullptr;
-  size_t capacity_ = 0;
-  size_t used_ = 0;
-  std::vector<void*> outgrown_;
-};
-
-// One run()'s images, reusable once its events completed.
-struct Slot {
-  PinnedChunk memory;
-  // Created as needed and kept (a warm slot creates none); an event belongs to the device it was
-  // created on, so one recorded on another device's stream is made anew there.
-  std::vector<std::pair<cudaEvent_t, int>> events;
-  size_t eventsUsed = 0;            // one per stream of the run
-  struct LaneResults {
-    const Plan* first = nullptr;  // the lane's first plan
-    dev::LaneResult* results = nullptr;  // one per block
-    uint32_t blocks = 1;
-  };
-  std::vector<LaneResults> results;
-  // Per lane, its plans' names: the engine reuses the plan objects for the next group, which is when a
-  // failure here is found (the first plan's communicator fields, rank and abort flag, stay as they were).
-  std::vector<std::vector<Plan::Name>> laneNames;
-  size_t lanes = 0;
-  bool busy = false;
-  std::thread::id owner;  // the thread whose group it holds
-  uint64_t launched = 0;  // launch order (the oldest of a thread's slots is waited for first)
-  bool claimed = false;   // a thread waits for it without the executor's lock
-};
-
-// One captured group: the images its CUDA graph replays, owned by the graph
-// (a user object the graph retains) and freed once the graph and every
-// executable made from it are destroyed. Its lanes' results are checked at
-// every later run(): a replay that failed fails the communicator.
-struct Captured {
-  PinnedChunk memory;
-  struct LaneEntry {
-    const AbortFlag* comm = nullptr;
-    dev::LaneResult* results = nullptr;  // one per block
-    uint32_t blocks = 1;
-    std::vector<std::string> plans;  // describe() of each plan, for errors (the Plan objects are reused)
-    int rank = -1;
-    bool reported = false;
-  };
-  std::vector<LaneEntry> lanes;
-};
-
-// Graphs are destroyed on threads of their own; CUDA calls the user object's
-// destructor there, where no CUDA call is allowed, so it only hands the images
-// back, and the next run() frees them. Never destroyed: a graph may be
-// destroyed during exit (by CUDA's teardown, or a static of the caller's) when
-// this library's statics are already gone.
-std::mutex& retiredMutex() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-std::vector<Captured*>& retired() {
-  static auto* list = new std::vector<Captured*>;
-  return *list;
-}
-void retireCaptured(void* captured) {
-  std::lock_guard<std::mutex> lock(retiredMutex());
-  retired().push_back(static_cast<Captured*>(captured));
-}
-
-// While the executor runs, this thread's capture mode is relaxed: it queries
-// events, allocates and registers memory, which a capture in global or
-// thread-local mode forbids (the call would fail and invalidate the capture).
-// None of these calls is stream work, so none of them becomes part of a graph.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
+using cuda_images::Captured;
+using cuda_images::cudaCheck;
+using cuda_images::PinnedChunk;
+using cuda_images::RelaxedCaptureMode;
+using cuda_images::retireCaptured;
+using cuda_images::retired;
+using cuda_images::retiredMutex;
+using cuda_images::Slot;
 
 // Per communicator (identified by its abort flag): its pinned abort word and a failure seen later.
 struct CommState {
