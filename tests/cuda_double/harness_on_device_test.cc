@@ -1,6 +1,7 @@
 // The nccl-tests-compatible harness on device buffers through the CUDA
 // executor, on the CUDA test double: every collective, the 12 datatypes and
-// every op, in and out of place, checked with -c 1 on 1, 2 and 4 ranks of one
+// every op, in and out of place (sendrecv out of place only: racyInPlaceLeftOut),
+// checked with -c 1 on 1, 2 and 4 ranks of one
 // device — the matrix scripts/gpu-check.sh runs on a GPU. Each run must have
 // used device buffers (the double's device is named in the report) and the
 // CUDA executor for every operation (no staging fallback warning).
@@ -27,6 +28,7 @@ TEST_P(OnDevice, EveryTypeAndOpThroughTheCudaExecutor) {
                                    "-d", "all", "-T", "30"};
   if (p.usesOp) argv.insert(argv.end(), {"-o", "all"});
   if (p.usesRoot) argv.insert(argv.end(), {"-r", std::to_string(p.nranks - 1)});
+  for (const std::string& f : racyInPlaceLeftOut(p.prog)) argv.push_back(f);
   ProcResult r = runProcess(argv, {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"NCCL_DEBUG", "WARN"}}, 240);
   ASSERT_EQ(r.exitCode, 0) << diag(r);
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << diag(r);
@@ -55,6 +57,7 @@ TEST_P(OnDeviceZeroCopy, RegisteredBuffersAreReadInPlace) {
                                    "-d", "all", "-T", "30", "-R", threads ? "2" : "1", "-t", threads ? "2" : "1"};
   if (p.usesOp) argv.insert(argv.end(), {"-o", "all"});
   if (p.usesRoot) argv.insert(argv.end(), {"-r", "1"});
+  for (const std::string& f : racyInPlaceLeftOut(p.prog)) argv.push_back(f);
   ProcResult r = runProcess(argv,
                             {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "REG"}},
                             240);
@@ -112,10 +115,8 @@ TEST(OnDeviceSlots, InGpuMemoryThroughCudaIpcUnlessP2pIsDisabled) {
 // access (threads) or, between processes, a file descriptor (ncclMemAlloc's
 // VMM memory) or CUDA IPC (cudaMalloc memory, --malloc). On the CUDA test double with 2
 // devices, whose launches and event records refuse a stream of another device
-// than the current one, as CUDA does. sendrecv runs only its out-of-place half:
-// in place its send and receive share one buffer that the peer reads in place
-// while the receive overwrites it, a race by NCCL's semantics (unchecked, as in
-// nccl-tests) that a ThreadSanitizer build rightly reports.
+// than the current one, as CUDA does. sendrecv runs only its out-of-place half
+// (racyInPlaceLeftOut).
 TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
   struct Case {
     int np;
@@ -124,10 +125,9 @@ TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
     const char* prog;
     const char* mapping;
     bool cudaMalloc = false;  // --malloc: cudaMalloc buffers (legacy CUDA IPC) instead of ncclMemAlloc's (VMM)
-    bool outOfPlaceOnly = false;  // --in_place 0
   };
   const Case cases[] = {{1, "1", "2", "all_reduce_perf", "in place (same process)"},
-                        {1, "1", "2", "sendrecv_perf", "in place (same process)", false, true},
+                        {1, "1", "2", "sendrecv_perf", "in place (same process)"},
                         {1, "2", "1", "all_gather_perf", "in place (same process)"},
                         {2, "1", "1", "alltoall_perf", "in place (CUDA VMM, file descriptor)"},
                         {2, "1", "1", "alltoall_perf", "in place (CUDA IPC)", true}};
@@ -137,7 +137,7 @@ TEST(OnDeviceSlots, RanksOnSeveralDevicesOfOneProcessOrMany) {
                                      "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-d", "all",
                                      "-t", c.threads, "-g", c.gpus, "-R", "1", "-T", "30"};
     if (c.cudaMalloc) argv.push_back("--malloc");
-    if (c.outOfPlaceOnly) argv.insert(argv.end(), {"--in_place", "0"});
+    for (const std::string& f : racyInPlaceLeftOut(c.prog)) argv.push_back(f);
     ProcResult r = runProcess(argv,
                               {{"THESEUS_DEVICE_EXECUTOR", "cuda"}, {"THESEUS_FAKE_CUDA_DEVICES", "2"},
                                {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,REG"}},

@@ -201,24 +201,23 @@ Status CudaExecutor::collect(Slot& slot, bool wait) {
   }
   for (size_t l = 0; l < slot.lanes; ++l) {
     const dev::LaneOutcome r = dev::laneOutcome(slot.results[l].results, slot.results[l].blocks);
-    const Plan* first = slot.results[l].first;
-    if (r.directMessages > 0 && first != nullptr) {
-      CommState& cs = comms_[first->abort];
+    const Slot::LaneResults& lr = slot.results[l];
+    if (!lr.hasPlans) continue;  // a lane without plans runs nothing
+    if (r.directMessages > 0) {
+      CommState& cs = comms_[lr.abort];
       if (!cs.saidZeroCopy)
         TH_INFO(log::kReg, "rank %d: local peers read %u messages of a group in place from its registered device "
-                "buffers (zero-copy)", first->rank, r.directMessages);
+                "buffers (zero-copy)", lr.rank, r.directMessages);
       cs.saidZeroCopy = true;
     }
     if (r.state == 1) continue;
-    if (first == nullptr) continue;  // a lane without plans runs nothing
     const std::vector<Plan::Name>& names = slot.laneNames[l];
     const std::string what = names[std::min<size_t>(r.failedPlan, names.size() - 1)].describe();
-    const Plan& p = *first;
     // Stopped for a failure of a connection it needed (a proxied FIFO's network): that failure.
-    const Status network = r.state == 5 && p.transports != nullptr ? p.transports->asyncFailure() : Status::ok();
-    const Status s = network.isOk() ? laneFailure(r.state, what, p.rank) : network.withContext(what);
-    if (p.abort != nullptr) {
-      auto it = comms_.find(p.abort);
+    const Status network = r.state == 5 && lr.transports != nullptr ? lr.transports->asyncFailure() : Status::ok();
+    const Status s = network.isOk() ? laneFailure(r.state, what, lr.rank) : network.withContext(what);
+    if (lr.abort != nullptr) {
+      auto it = comms_.find(lr.abort);
       if (it != comms_.end() && it->second.failure.isOk()) it->second.failure = s;
     }
   }
@@ -601,7 +600,12 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
       nblocks += ll.blocks;
       const Plan* first = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front();
       if (slot != nullptr) {
-        slot->results[slot->lanes] = Slot::LaneResults{first, ll.results, ll.blocks};
+        slot->results[slot->lanes] = Slot::LaneResults{first != nullptr,
+                                                       first != nullptr ? first->rank : -1,
+                                                       first != nullptr ? first->abort : nullptr,
+                                                       first != nullptr ? first->transports : nullptr,
+                                                       ll.results,
+                                                       ll.blocks};
         std::vector<Plan::Name>& names = slot->laneNames[slot->lanes++];
         names.clear();
         for (const Plan* p : lanes[l].plans) names.push_back(p->name());

@@ -71,14 +71,19 @@ struct Slot {
   // created on, so one recorded on another device's stream is made anew there.
   std::vector<std::pair<cudaEvent_t, int>> events;
   size_t eventsUsed = 0;            // one per stream of the run
+  // Per lane, what collect() needs of its communicator, copied from its first plan at launch: the engine
+  // reuses (rewrites) the plan objects for its next group while another rank's thread of this process may
+  // collect this slot, so the slot never reads them after the launch.
   struct LaneResults {
-    const Plan* first = nullptr;  // the lane's first plan
+    bool hasPlans = false;  // a lane without plans runs nothing
+    int rank = -1;
+    const AbortFlag* abort = nullptr;
+    transport::TransportManager* transports = nullptr;
     dev::LaneResult* results = nullptr;  // one per block
     uint32_t blocks = 1;
   };
   std::vector<LaneResults> results;
-  // Per lane, its plans' names: the engine reuses the plan objects for the next group, which is when a
-  // failure here is found (the first plan's communicator fields, rank and abort flag, stay as they were).
+  // Per lane, its plans' names (for the same reason).
   std::vector<std::vector<Plan::Name>> laneNames;
   size_t lanes = 0;
   bool busy = false;
