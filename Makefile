@@ -45,15 +45,15 @@ test-faults: build
 
 # Sanitizer runs: OpenMPI's own leaks and lock-order reports are suppressed (tests/sanitizers/),
 # and the harness test that LD_PRELOADs a corruption interposer needs ASan's link-order check off.
-# TSan builds CUDA where the toolkit is found, so the CUDA executor's host code and interpreter run
-# under it on the CUDA test double; ASan still builds without (not yet run with it).
+# Both still build without CUDA: under TSan with CUDA on, the cuda_double suite is clean, but the rest
+# of the suite has open reports (exec_device_test, trace_mp_test: see issue 10's note).
 test-asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp ASAN_OPTIONS=verify_asan_link_order=0 \
 	  $(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=address -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
 
 test-tsan:
 	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/tsan.supp \
-	  $(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread $(CMAKE_FLAGS)"
+	  $(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug CMAKE_FLAGS="-DTHESEUS_SANITIZE=thread -DTHESEUS_CUDA=OFF $(CMAKE_FLAGS)"
 
 # The newest PyTorch from PyPI (CUDA wheel + NVIDIA's NCCL wheel, cached in ~/.cache/theseus/torch;
 # a large first download, so not part of `make test`): symbols both ways and LD_PRELOAD import.
