@@ -600,12 +600,7 @@ Status CudaExecutor::launch(std::vector<Lane>& lanes, PinnedChunk& memory, bool 
       nblocks += ll.blocks;
       const Plan* first = lanes[l].plans.empty() ? nullptr : lanes[l].plans.front();
       if (slot != nullptr) {
-        slot->results[slot->lanes] = Slot::LaneResults{first != nullptr,
-                                                       first != nullptr ? first->rank : -1,
-                                                       first != nullptr ? first->abort : nullptr,
-                                                       first != nullptr ? first->transports : nullptr,
-                                                       ll.results,
-                                                       ll.blocks};
+        slot->results[slot->lanes] = Slot::LaneResults::of(first, ll.results, ll.blocks);
         std::vector<Plan::Name>& names = slot->laneNames[slot->lanes++];
         names.clear();
         for (const Plan* p : lanes[l].plans) names.push_back(p->name());

@@ -81,6 +81,10 @@ struct Slot {
     transport::TransportManager* transports = nullptr;
     dev::LaneResult* results = nullptr;  // one per block
     uint32_t blocks = 1;
+    static LaneResults of(const Plan* first, dev::LaneResult* results, uint32_t blocks) {
+      if (first == nullptr) return LaneResults{false, -1, nullptr, nullptr, results, blocks};
+      return LaneResults{true, first->rank, first->abort, first->transports, results, blocks};
+    }
   };
   std::vector<LaneResults> results;
   // Per lane, its plans' names (for the same reason).
